@@ -1,0 +1,592 @@
+"""Cassettes: recorded interactions and the append-only ``.tape`` file format.
+
+File layout (all msgpack, one object after another, nothing else)::
+
+    header  {"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1764500000.0}
+    record  {"t": "begin", "id": 0, "request": {...}, "response": {...} | None, "labels": {...}}
+    record  {"t": "data",  "id": 0, "body": b"...", "sizes": [n, ...], "gaps": [ns, ...]}
+    ...     (data records of concurrent interactions interleave)
+    record  {"t": "end",   "id": 0, "outcome": "complete", "error": None, "end_ns": ns}
+
+A ``data`` record carries a batch of pieces compactly: the joined bytes, the
+piece sizes, and each piece's offset as a delta from the previous piece of the
+same interaction (the first delta is from t = 0). Records are appended as they
+happen and every ``end`` is fsynced, so a recorder killed at any point leaves
+every finished interaction readable; an interaction whose ``end`` never made it
+to disk loads with outcome ``interrupted``. A torn last record (the process
+died inside a write) is dropped and reported in :attr:`Cassette.warnings`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, BinaryIO, overload
+from urllib.parse import urlsplit
+
+import msgpack
+
+from . import __version__
+from .errors import CassetteError
+
+FORMAT_NAME = "streamtape"
+FORMAT_VERSION = 1
+SUFFIX = ".tape"
+
+Headers = tuple[tuple[str, str], ...]
+
+# Outcomes. The first four are what the proxy saw; INTERRUPTED means the
+# recording stopped (Ctrl-C, SIGKILL) before the response did.
+COMPLETE = "complete"
+UPSTREAM_CLOSED = "upstream_closed"
+CLIENT_DISCONNECTED = "client_disconnected"
+UPSTREAM_ERROR = "upstream_error"
+INTERRUPTED = "interrupted"
+OUTCOMES = (COMPLETE, UPSTREAM_CLOSED, CLIENT_DISCONNECTED, UPSTREAM_ERROR, INTERRUPTED)
+
+# Response framings.
+CHUNKED = "chunked"
+CONTENT_LENGTH = "content-length"
+CLOSE_DELIMITED = "close-delimited"
+FRAMES = "frames"  # HTTP/2 and HTTP/3: the body is carried in DATA frames
+FRAMINGS = (CHUNKED, CONTENT_LENGTH, CLOSE_DELIMITED, FRAMES)
+
+
+def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (case-insensitive), or None."""
+    lname = name.lower()
+    for k, v in headers:
+        if k.lower() == lname:
+            return v
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One body piece as the upstream delivered it, ``at_ns`` after t = 0."""
+
+    at_ns: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    url: str
+    http_version: str = "HTTP/1.1"
+    headers: Headers = ()
+    body: bytes = b""
+    started_at: float = 0.0
+    """Wall-clock time (seconds since the epoch) the request started."""
+
+    @property
+    def path(self) -> str:
+        """Path with query, as sent on an HTTP/1.1 request line."""
+        parts = urlsplit(self.url)
+        return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+    def header(self, name: str) -> str | None:
+        return header_value(self.headers, name)
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    headers: Headers = ()
+    framing: str = CHUNKED
+    chunks: tuple[Chunk, ...] = ()
+    headers_at_ns: int = 0
+    """When the response headers reached the proxy, after t = 0."""
+
+    @cached_property
+    def body(self) -> bytes:
+        """All pieces joined: the body exactly as the upstream sent it (encoding kept)."""
+        return b"".join(c.data for c in self.chunks)
+
+    def header(self, name: str) -> str | None:
+        return header_value(self.headers, name)
+
+    @property
+    def content_type(self) -> str:
+        return (self.header("content-type") or "").split(";")[0].strip().lower()
+
+
+@dataclass(frozen=True)
+class Interaction:
+    request: Request
+    response: Response | None
+    """None when no response head arrived (for example the upstream refused)."""
+    outcome: str = COMPLETE
+    error: str | None = None
+    """mitmproxy's message for any outcome but ``complete``."""
+    end_ns: int | None = None
+    """When the interaction ended (or the error happened), after t = 0."""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        return self.response.chunks if self.response else ()
+
+    @property
+    def first_byte_ns(self) -> int | None:
+        ch = self.chunks
+        return ch[0].at_ns if ch else None
+
+    @property
+    def duration_ns(self) -> int | None:
+        if self.end_ns is not None:
+            return self.end_ns
+        ch = self.chunks
+        return ch[-1].at_ns if ch else None
+
+
+class Cassette(Sequence[Interaction]):
+    """An ordered, read-only sequence of interactions loaded from a ``.tape`` file."""
+
+    def __init__(
+        self,
+        interactions: Iterable[Interaction] = (),
+        *,
+        path: Path | None = None,
+        header: dict[str, Any] | None = None,
+        warnings: Iterable[str] = (),
+    ) -> None:
+        self._items = list(interactions)
+        self.path = path
+        self.header = header or {}
+        self.warnings: list[str] = list(warnings)
+        """Problems the reader recovered from (a torn last record), one line each."""
+
+    @overload
+    def __getitem__(self, i: int) -> Interaction: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Interaction]: ...
+    def __getitem__(self, i: int | slice) -> Interaction | list[Interaction]:
+        return self._items[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Interaction]:
+        return iter(self._items)
+
+    def __repr__(self) -> str:
+        return f"<Cassette {self.path or '(memory)'}: {len(self)} interactions>"
+
+
+# --------------------------------------------------------------------------
+# Encoding: values <-> msgpack-ready dicts. Pure functions, shared by the
+# writer and the reader.
+
+
+def _headers_out(headers: Headers) -> list[list[str]]:
+    return [[k, v] for k, v in headers]
+
+
+def _headers_in(raw: Any) -> Headers:
+    return tuple((str(k), str(v)) for k, v in raw)
+
+
+def encode_request(r: Request) -> dict[str, Any]:
+    return {
+        "method": r.method,
+        "url": r.url,
+        "http_version": r.http_version,
+        "headers": _headers_out(r.headers),
+        "body": r.body,
+        "started_at": r.started_at,
+    }
+
+
+def decode_request(d: dict[str, Any]) -> Request:
+    return Request(
+        method=d["method"],
+        url=d["url"],
+        http_version=d["http_version"],
+        headers=_headers_in(d["headers"]),
+        body=bytes(d["body"]),
+        started_at=float(d["started_at"]),
+    )
+
+
+def encode_response_head(r: Response) -> dict[str, Any]:
+    return {
+        "status": r.status,
+        "reason": r.reason,
+        "http_version": r.http_version,
+        "headers": _headers_out(r.headers),
+        "framing": r.framing,
+        "headers_at_ns": r.headers_at_ns,
+    }
+
+
+def encode_pieces(chunks: Sequence[Chunk], previous_at_ns: int = 0) -> dict[str, Any]:
+    """A batch of pieces as joined bytes, sizes and delta offsets."""
+    gaps = []
+    last = previous_at_ns
+    for c in chunks:
+        gaps.append(c.at_ns - last)
+        last = c.at_ns
+    return {
+        "body": b"".join(c.data for c in chunks),
+        "sizes": [len(c.data) for c in chunks],
+        "gaps": gaps,
+    }
+
+
+def decode_pieces(d: dict[str, Any], previous_at_ns: int = 0) -> list[Chunk]:
+    body, sizes, gaps = d["body"], d["sizes"], d["gaps"]
+    if len(sizes) != len(gaps) or sum(sizes) != len(body):
+        raise ValueError("piece sizes do not add up to the data")
+    out = []
+    pos, at = 0, previous_at_ns
+    view = memoryview(body)
+    for size, gap in zip(sizes, gaps, strict=True):
+        at += gap
+        out.append(Chunk(at, bytes(view[pos : pos + size])))
+        pos += size
+    return out
+
+
+def interaction_records(ix: Interaction, rid: int) -> list[dict[str, Any]]:
+    """The records that store a finished interaction (used to write whole cassettes)."""
+    recs: list[dict[str, Any]] = [
+        {
+            "t": "begin",
+            "id": rid,
+            "request": encode_request(ix.request),
+            "response": encode_response_head(ix.response) if ix.response else None,
+            "labels": dict(ix.labels),
+        }
+    ]
+    if ix.chunks:
+        recs.append({"t": "data", "id": rid, **encode_pieces(ix.chunks)})
+    recs.append({"t": "end", "id": rid, "outcome": ix.outcome, "error": ix.error, "end_ns": ix.end_ns})
+    return recs
+
+
+def make_header() -> dict[str, Any]:
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "writer": __version__,
+        "created": time.time(),
+    }
+
+
+# --------------------------------------------------------------------------
+# Reading
+
+
+class _Building:
+    __slots__ = ("chunks", "end", "head", "labels", "last_at", "request")
+
+    def __init__(self, request: Request, head: dict[str, Any] | None, labels: dict[str, str]):
+        self.request = request
+        self.head = head
+        self.labels = labels
+        self.chunks: list[Chunk] = []
+        self.last_at = 0
+        self.end: dict[str, Any] | None = None
+
+    def build(self) -> Interaction:
+        response = None
+        if self.head is not None:
+            h = self.head
+            response = Response(
+                status=int(h["status"]),
+                reason=h["reason"],
+                http_version=h["http_version"],
+                headers=_headers_in(h["headers"]),
+                framing=h["framing"],
+                chunks=tuple(self.chunks),
+                headers_at_ns=int(h["headers_at_ns"]),
+            )
+        if self.end is None:
+            return Interaction(
+                self.request,
+                response,
+                outcome=INTERRUPTED,
+                error="the recording stopped before this response ended",
+                end_ns=None,
+                labels=self.labels,
+            )
+        outcome = self.end["outcome"]
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}")
+        return Interaction(
+            self.request,
+            response,
+            outcome=outcome,
+            error=self.end["error"],
+            end_ns=self.end["end_ns"],
+            labels=self.labels,
+        )
+
+
+def _check_header(path: Path, header: Any) -> dict[str, Any]:
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise CassetteError(f"{path}: not a streamtape cassette")
+    version = header.get("version")
+    if not isinstance(version, int):
+        raise CassetteError(f"{path}: corrupt cassette header (no format version)")
+    if version > FORMAT_VERSION:
+        raise CassetteError(
+            f"{path}: cassette format version {version} is newer than this streamtape "
+            f"(reads up to {FORMAT_VERSION}); upgrade streamtape"
+        )
+    return header
+
+
+def read_records(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], int, int]:
+    """Header, records, the byte offset where valid data ends, and the file size.
+
+    Raises :class:`CassetteError` for anything but a torn last record.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CassetteError(f"{path}: no such cassette file") from None
+    except IsADirectoryError:
+        raise CassetteError(f"{path}: is a directory, not a cassette file") from None
+    except OSError as e:
+        raise CassetteError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not data:
+        raise CassetteError(f"{path}: empty file, not a streamtape cassette")
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
+    unpacker.feed(data)
+    objs: list[Any] = []
+    good_end = 0
+    try:
+        for obj in unpacker:
+            objs.append(obj)
+            good_end = unpacker.tell()
+            if len(objs) == 1:
+                _check_header(path, obj)
+    except CassetteError:
+        raise
+    except Exception:
+        if not objs:
+            raise CassetteError(f"{path}: not a streamtape cassette") from None
+        raise CassetteError(
+            f"{path}: corrupt cassette: undecodable data at byte {good_end} "
+            f"after record {len(objs) - 1}"
+        ) from None
+    if not objs:
+        # The header itself is torn or this is not msgpack at all.
+        raise CassetteError(f"{path}: not a streamtape cassette (no complete header)")
+    return objs[0], objs[1:], good_end, len(data)
+
+
+def load(path: str | os.PathLike[str]) -> Cassette:
+    """Load a cassette. Raises :class:`~streamtape.errors.CassetteError` on bad input.
+
+    A torn last record is dropped; :attr:`Cassette.warnings` says what was dropped.
+    """
+    p = Path(path)
+    header, records, good_end, size = read_records(p)
+    warnings = []
+    if good_end < size:
+        warnings.append(
+            f"{p}: dropped a torn last record ({size - good_end} bytes at byte {good_end}); "
+            "the recorder was probably killed while writing it"
+        )
+    building: dict[int, _Building] = {}
+    order: list[_Building] = []
+    for n, rec in enumerate(records, start=1):
+        try:
+            kind = rec["t"]
+            rid = rec["id"]
+            if kind == "begin":
+                if rid in building:
+                    raise ValueError(f"interaction id {rid} begins twice")
+                b = _Building(
+                    decode_request(rec["request"]),
+                    rec["response"],
+                    {str(k): str(v) for k, v in (rec.get("labels") or {}).items()},
+                )
+                building[rid] = b
+                order.append(b)
+            elif kind == "data":
+                b = building[rid]
+                if b.end is not None:
+                    raise ValueError(f"data after the end of interaction {rid}")
+                new = decode_pieces(rec, b.last_at)
+                if new:
+                    b.chunks.extend(new)
+                    b.last_at = new[-1].at_ns
+            elif kind == "end":
+                b = building[rid]
+                if b.end is not None:
+                    raise ValueError(f"interaction id {rid} ends twice")
+                b.end = rec
+            else:
+                raise ValueError(f"unknown record type {kind!r}")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            detail = f"unknown interaction id {e}" if isinstance(e, KeyError) else str(e)
+            raise CassetteError(f"{p}: corrupt cassette: record {n}: {detail}") from None
+    try:
+        items = [b.build() for b in order]
+    except (KeyError, TypeError, ValueError) as e:
+        raise CassetteError(f"{p}: corrupt cassette: {e}") from None
+    return Cassette(items, path=p, header=header, warnings=warnings)
+
+
+def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
+    """Load cassettes from files and folders (every ``*.tape`` in a folder, sorted)."""
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(p.glob(f"*{SUFFIX}"))
+            if not files:
+                raise CassetteError(f"{p}: folder holds no {SUFFIX} cassettes")
+            out.extend(load(f) for f in files)
+        else:
+            out.append(load(p))
+    return out
+
+
+# --------------------------------------------------------------------------
+# Writing
+
+
+class CassetteWriter:
+    """Appends records to a ``.tape`` file. Not thread-safe; see :class:`BackgroundWriter`.
+
+    Opening an existing cassette appends to it (nothing recorded is ever
+    overwritten); a torn tail left by a killed recorder is cut off first, since
+    the reader would drop it anyway and new records must follow valid data.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.next_id = 0
+        self.dropped_tail = 0
+        if self.path.exists() and self.path.stat().st_size > 0:
+            _header, records, good_end, size = read_records(self.path)
+            ids = [r.get("id", -1) for r in records if isinstance(r, dict)]
+            self.next_id = max([i for i in ids if isinstance(i, int)], default=-1) + 1
+            self._f: BinaryIO = open(self.path, "r+b")  # noqa: SIM115
+            if good_end < size:
+                self._f.truncate(good_end)
+                self.dropped_tail = size - good_end
+            self._f.seek(0, os.SEEK_END)
+        else:
+            if self.path.parent and not self.path.parent.exists():
+                raise CassetteError(f"{self.path}: folder {self.path.parent} does not exist")
+            try:
+                self._f = open(self.path, "wb")  # noqa: SIM115
+            except OSError as e:
+                raise CassetteError(f"{self.path}: cannot create: {e.strerror or e}") from None
+            self._write([make_header()], sync=True)
+
+    def new_id(self) -> int:
+        rid = self.next_id
+        self.next_id += 1
+        return rid
+
+    def _write(self, records: Sequence[dict[str, Any]], sync: bool) -> None:
+        packer = msgpack.Packer(use_bin_type=True)
+        self._f.write(b"".join(packer.pack(r) for r in records))
+        self._f.flush()
+        if sync:
+            os.fsync(self._f.fileno())
+
+    def write(self, records: Sequence[dict[str, Any]], sync: bool = False) -> None:
+        """Append records in one write; fsync when ``sync`` (always for an ``end``)."""
+        self._write(records, sync or any(r.get("t") == "end" for r in records))
+
+    def add(self, ix: Interaction) -> None:
+        """Append a whole finished interaction."""
+        self.write(interaction_records(ix, self.new_id()), sync=True)
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+
+    def __enter__(self) -> CassetteWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def save(path: str | os.PathLike[str], interactions: Iterable[Interaction]) -> None:
+    """Write (or append) interactions to a cassette file."""
+    with CassetteWriter(path) as w:
+        for ix in interactions:
+            w.add(ix)
+
+
+class BackgroundWriter:
+    """A :class:`CassetteWriter` driven by its own thread, so callers never block on disk.
+
+    ``submit`` takes records from any thread (the proxy's event loop) and
+    returns at once; the thread drains everything queued, writes it in one
+    ``write`` and fsyncs when an interaction ended.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.writer = CassetteWriter(path)
+        self._cond = threading.Condition()
+        self._pending: list[dict[str, Any]] = []
+        self._closing = False
+        self._submitted = 0
+        self._written = 0
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="streamtape-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+    def new_id(self) -> int:
+        return self.writer.new_id()
+
+    def submit(self, records: Sequence[dict[str, Any]]) -> None:
+        with self._cond:
+            self._pending.extend(records)
+            self._submitted += len(records)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                batch, self._pending = self._pending, []
+                closing = self._closing
+            if batch:
+                try:
+                    self.writer.write(batch)
+                except BaseException as e:  # disk full, file removed: keep the proxy alive
+                    self.failure = e
+                with self._cond:
+                    self._written += len(batch)
+                    self._cond.notify_all()
+            if closing and not batch:
+                return
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until everything submitted so far is on disk."""
+        with self._cond:
+            target = self._submitted
+            self._cond.wait_for(lambda: self._written >= target, timeout)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        self.writer.close()

@@ -1,0 +1,64 @@
+"""The ``streamtape`` command line: a click group, and the one place errors become lines.
+
+Every user mistake surfaces as a :class:`~streamtape.errors.StreamtapeError`
+(or a click usage error) and is printed here as one line on stderr with exit
+status 2. Commands live in :mod:`streamtape.commands`, one module each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+from . import __version__, commands
+from .errors import StreamtapeError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="streamtape")
+def cli() -> None:
+    """Record, replay and compare streaming LLM responses."""
+
+
+def _register() -> None:
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{mod.name}")
+        for cmd in getattr(module, "commands", ()):
+            cli.add_command(cmd)
+
+
+_register()
+
+
+def error_line(message: str) -> None:
+    click.echo(f"streamtape: error: {message}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the group, turn every user error into one line and exit 2."""
+    try:
+        rv = cli.main(args=argv, prog_name="streamtape", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.UsageError as e:
+        hint = f" (see 'streamtape {e.ctx.command_path.partition(' ')[2]} --help')".replace(
+            "streamtape  --help", "streamtape --help"
+        ) if e.ctx else ""
+        error_line(f"{e.format_message()}{hint}")
+        sys.exit(2)
+    except click.ClickException as e:
+        error_line(e.format_message())
+        sys.exit(e.exit_code if e.exit_code else 2)
+    except StreamtapeError as e:
+        error_line(str(e))
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""The recorder: turns capture events into cassette records. No sockets, no files.
+
+A capture front end (the mitmproxy addon) calls, per flow::
+
+    begin(key, request, t0_ns)                 the proxy has the whole request
+    response_headers(key, ..., now_ns)         -> True if this flow is recorded
+    piece(key, data, now_ns)                   every body piece, in order (hot path)
+    finish(key, outcome, error, now_ns)        -> the finished Interaction
+
+and ``tick(now_ns)`` now and then. Records go to ``sink`` (a callable taking a
+list of record dicts, for example :meth:`BackgroundWriter.submit`): a ``begin``
+record when the response head arrives, ``data`` records with batches of pieces
+no older than ``flush_ns`` (so a killed recorder loses at most that much of an
+unfinished stream), and an ``end`` record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .cassette import (
+    CHUNKED,
+    CLOSE_DELIMITED,
+    CONTENT_LENGTH,
+    FRAMES,
+    INTERRUPTED,
+    UPSTREAM_ERROR,
+    Chunk,
+    Headers,
+    Interaction,
+    Request,
+    Response,
+    encode_pieces,
+    encode_request,
+    encode_response_head,
+    header_value,
+)
+from .errors import OptionError
+
+REDACTED = "REDACTED"
+"""The placeholder that replaces a secret before it reaches a cassette."""
+
+DEFAULT_REDACT_HEADERS = (
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+)
+DEFAULT_REDACT_QUERY = ("key", "api_key", "token")
+
+STREAMING_CONTENT_TYPES = (
+    "text/event-stream",
+    "application/x-ndjson",
+    "application/jsonl",
+)
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """What to blank out at record time. ``enabled=False`` keeps everything."""
+
+    enabled: bool = True
+    headers: frozenset[str] = frozenset(DEFAULT_REDACT_HEADERS)
+    query: frozenset[str] = frozenset(DEFAULT_REDACT_QUERY)
+    body_fields: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(
+        cls,
+        enabled: bool = True,
+        extra_headers: Iterable[str] = (),
+        extra_query: Iterable[str] = (),
+        body_fields: Iterable[str] = (),
+    ) -> Redaction:
+        return cls(
+            enabled=enabled,
+            headers=frozenset(DEFAULT_REDACT_HEADERS) | {h.strip().lower() for h in extra_headers},
+            query=frozenset(DEFAULT_REDACT_QUERY) | {q.strip() for q in extra_query},
+            body_fields=frozenset(f.strip() for f in body_fields),
+        )
+
+    def redact_headers(self, headers: Headers) -> Headers:
+        if not self.enabled:
+            return headers
+        return tuple((k, REDACTED if k.lower() in self.headers else v) for k, v in headers)
+
+    def redact_url(self, url: str) -> str:
+        if not self.enabled:
+            return url
+        parts = urlsplit(url)
+        if not parts.query:
+            return url
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        if not any(k in self.query for k, _ in pairs):
+            return url
+        query = urlencode([(k, REDACTED if k in self.query else v) for k, v in pairs])
+        return urlunsplit(parts._replace(query=query))
+
+    def redact_body(self, body: bytes, content_type: str | None) -> bytes:
+        """Blank the named JSON fields at any depth; non-JSON bodies are left alone."""
+        if not self.enabled or not self.body_fields or not body:
+            return body
+        if content_type and "json" not in content_type.lower():
+            return body
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return body
+        changed = False
+
+        def walk(node: Any) -> Any:
+            nonlocal changed
+            if isinstance(node, dict):
+                out = {}
+                for k, v in node.items():
+                    if k in self.body_fields:
+                        out[k] = REDACTED
+                        changed = True
+                    else:
+                        out[k] = walk(v)
+                return out
+            if isinstance(node, list):
+                return [walk(v) for v in node]
+            return node
+
+        new = walk(doc)
+        return json.dumps(new, ensure_ascii=False).encode() if changed else body
+
+    def request(self, r: Request) -> Request:
+        if not self.enabled:
+            return r
+        return replace(
+            r,
+            url=self.redact_url(r.url),
+            headers=self.redact_headers(r.headers),
+            body=self.redact_body(r.body, header_value(r.headers, "content-type")),
+        )
+
+
+def framing_of(http_version: str, headers: Headers) -> str:
+    if http_version.upper().startswith(("HTTP/2", "HTTP/3")):
+        return FRAMES
+    te = (header_value(headers, "transfer-encoding") or "").lower()
+    if "chunked" in te:
+        return CHUNKED
+    if header_value(headers, "content-length") is not None:
+        return CONTENT_LENGTH
+    return CLOSE_DELIMITED
+
+
+def is_streaming(http_version: str, headers: Headers) -> bool:
+    """The default record filter: SSE, NDJSON/JSONL, or a chunked body of unknown length."""
+    ctype = (header_value(headers, "content-type") or "").split(";")[0].strip().lower()
+    if ctype in STREAMING_CONTENT_TYPES:
+        return True
+    return framing_of(http_version, headers) == CHUNKED
+
+
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def parse_labels(items: Sequence[str]) -> dict[str, str]:
+    """``["backend=vllm", ...]`` -> dict, with a clear error for a malformed item."""
+    labels: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not _LABEL_RE.match(key):
+            raise OptionError(f"bad label {item!r}: expected KEY=VALUE (KEY of letters, digits, _.-)")
+        labels[key] = value
+    return labels
+
+
+@dataclass
+class _Flight:
+    rid: int | None
+    request: Request
+    t0_ns: int
+    response: Response | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+    unsent: list[Chunk] = field(default_factory=list)
+    last_sent_at: int = 0
+    flushed_at: int = 0
+    unsent_bytes: int = 0
+
+
+Sink = Callable[[list[dict[str, Any]]], None]
+
+
+class Recorder:
+    """Builds interactions from capture events and emits their records to ``sink``."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        new_id: Callable[[], int],
+        *,
+        redaction: Redaction | None = None,
+        labels: dict[str, str] | None = None,
+        flush_ns: int = 100_000_000,
+        flush_bytes: int = 256 * 1024,
+    ) -> None:
+        self.sink = sink
+        self.new_id = new_id
+        self.redaction = redaction or Redaction()
+        self.labels = dict(labels or {})
+        self.flush_ns = flush_ns
+        self.flush_bytes = flush_bytes
+        self._flights: dict[object, _Flight] = {}
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flights)
+
+    def begin(self, key: object, request: Request, t0_ns: int) -> None:
+        """The proxy has the whole request; ``t0_ns`` (a perf_counter_ns reading) is t = 0."""
+        self._flights[key] = _Flight(None, self.redaction.request(request), t0_ns)
+
+    def forget(self, key: object) -> None:
+        """Stop tracking a flow that is not recorded."""
+        self._flights.pop(key, None)
+
+    def response_headers(
+        self,
+        key: object,
+        status: int,
+        reason: str,
+        http_version: str,
+        headers: Headers,
+        now_ns: int,
+    ) -> None:
+        f = self._flights[key]
+        headers = self.redaction.redact_headers(headers)
+        f.response = Response(
+            status=status,
+            reason=reason,
+            http_version=http_version,
+            headers=headers,
+            framing=framing_of(http_version, headers),
+            headers_at_ns=now_ns - f.t0_ns,
+        )
+        f.rid = self.new_id()
+        self.sink(
+            [
+                {
+                    "t": "begin",
+                    "id": f.rid,
+                    "request": encode_request(f.request),
+                    "response": encode_response_head(f.response),
+                    "labels": self.labels,
+                }
+            ]
+        )
+
+    def piece(self, key: object, data: bytes, now_ns: int) -> None:
+        """One body piece (hot path: an append, and a batch hand-off now and then)."""
+        f = self._flights[key]
+        c = Chunk(now_ns - f.t0_ns, data)
+        f.chunks.append(c)
+        f.unsent.append(c)
+        f.unsent_bytes += len(data)
+        if f.unsent_bytes >= self.flush_bytes or c.at_ns - f.flushed_at >= self.flush_ns:
+            self._flush(f)
+
+    def _flush(self, f: _Flight) -> None:
+        if not f.unsent or f.rid is None:
+            return
+        rec = {"t": "data", "id": f.rid, **encode_pieces(f.unsent, f.last_sent_at)}
+        f.last_sent_at = f.unsent[-1].at_ns
+        f.flushed_at = f.last_sent_at
+        f.unsent = []
+        f.unsent_bytes = 0
+        self.sink([rec])
+
+    def tick(self, now_ns: int) -> None:
+        """Hand off pieces that have waited longer than ``flush_ns``."""
+        for f in self._flights.values():
+            if f.unsent and now_ns - f.t0_ns - f.unsent[0].at_ns >= self.flush_ns:
+                self._flush(f)
+
+    def finish(self, key: object, outcome: str, error: str | None, now_ns: int) -> Interaction | None:
+        """End a flow; returns the interaction (None if the flow was not begun)."""
+        f = self._flights.pop(key, None)
+        if f is None:
+            return None
+        end_ns = now_ns - f.t0_ns
+        response = replace(f.response, chunks=tuple(f.chunks)) if f.response else None
+        ix = Interaction(f.request, response, outcome, error, end_ns, dict(self.labels))
+        if f.rid is None:
+            # No response head (upstream refused, or it failed before answering).
+            f.rid = self.new_id()
+            self.sink(
+                [
+                    {
+                        "t": "begin",
+                        "id": f.rid,
+                        "request": encode_request(f.request),
+                        "response": None,
+                        "labels": self.labels,
+                    }
+                ]
+            )
+        self._flush(f)
+        self.sink([{"t": "end", "id": f.rid, "outcome": outcome, "error": error, "end_ns": end_ns}])
+        return ix
+
+    def close(self, now_ns: int) -> list[Interaction]:
+        """Finish every flow still in flight as ``interrupted`` (the recorder is stopping)."""
+        out = []
+        for key in list(self._flights):
+            f = self._flights[key]
+            if f.rid is None and f.response is None:
+                # Never got an answer and was never going to be recorded.
+                self._flights.pop(key)
+                continue
+            ix = self.finish(key, INTERRUPTED, "the recorder stopped before the response ended", now_ns)
+            if ix:
+                out.append(ix)
+        return out
+
+
+__all__ = [
+    "DEFAULT_REDACT_HEADERS",
+    "DEFAULT_REDACT_QUERY",
+    "REDACTED",
+    "UPSTREAM_ERROR",
+    "Recorder",
+    "Redaction",
+    "framing_of",
+    "is_streaming",
+    "parse_labels",
+]
