@@ -44,7 +44,7 @@ __all__ = ["now_ns", "sleep_until", "sleep_until_sync"]
 now_ns = time.perf_counter_ns
 
 # Below this much remaining time the sync sleeper spins instead of sleeping.
-_SYNC_SPIN_NS = 120_000
+_SYNC_SPIN_NS = 200_000
 # Fallback scheduler: the loop timer is aimed this early, the rest is spun.
 _COARSE_MARGIN_NS = 1_500_000
 
@@ -241,13 +241,15 @@ class _TimerFdScheduler(_Scheduler):
         self._tick()
 
     def _disarm(self) -> None:
+        # The reader stays registered: an unarmed timerfd never becomes ready,
+        # and epoll_ctl on every idle/busy transition costs more than a wait.
+        pass
+
+    def close(self) -> None:
         if self._reading:
             self._reading = False
             with contextlib.suppress(RuntimeError, ValueError, OSError):
                 self._loop.remove_reader(self._tfd.fd)
-
-    def close(self) -> None:
-        self._disarm()
         self._tfd.close()
 
 
