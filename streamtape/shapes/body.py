@@ -1,0 +1,64 @@
+"""The body of an interaction as identity bytes, piece by piece (content encoding undone)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cassette import Interaction
+
+try:  # mitmproxy depends on brotli
+    import brotli
+except ImportError:  # pragma: no cover
+    brotli = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedBody:
+    pieces: tuple[tuple[int, bytes], ...]
+    """``(at_ns, bytes)`` per recorded piece, decoded; empty pieces dropped."""
+    encoding: str
+    error: str | None = None
+    """Why decoding stopped early (the pieces before it are kept), or None."""
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(p for _, p in self.pieces)
+
+
+def _decompressor(encoding: str) -> Callable[[bytes], bytes] | None:
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(zlib.MAX_WBITS | 32).decompress
+    if encoding == "deflate":
+        return zlib.decompressobj().decompress
+    if encoding == "br" and brotli is not None:
+        return brotli.Decompressor().process
+    return None
+
+
+def decoded_body(ix: Interaction) -> DecodedBody:
+    """Undo ``Content-Encoding`` (gzip, deflate, br) incrementally, keeping piece times.
+
+    Never raises: an unknown encoding or corrupt data stops decoding and is
+    reported in :attr:`DecodedBody.error`.
+    """
+    resp = ix.response
+    if resp is None:
+        return DecodedBody((), "identity")
+    enc = (resp.header("content-encoding") or "identity").strip().lower()
+    chunks = resp.chunks
+    if enc in ("", "identity"):
+        return DecodedBody(tuple((c.at_ns, c.data) for c in chunks if c.data), "identity")
+    dec = _decompressor(enc)
+    if dec is None:
+        return DecodedBody((), enc, f"unsupported content-encoding {enc!r}")
+    out: list[tuple[int, bytes]] = []
+    for c in chunks:
+        try:
+            d = dec(c.data)
+        except Exception as e:  # zlib.error, brotli.error
+            return DecodedBody(tuple(out), enc, f"{enc} body is corrupt: {e}")
+        if d:
+            out.append((c.at_ns, d))
+    return DecodedBody(tuple(out), enc)

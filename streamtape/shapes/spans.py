@@ -1,0 +1,51 @@
+"""Byte spans of the events in a body, for replay faults that act per event."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ndjson import NDJSONParser
+from .sse import SSEEvent, SSEParser
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Byte range ``[start, end)`` of one event, including its terminating blank
+    line (SSE) or newline (NDJSON).
+
+    ``kind``: ``"event"``; ``"comment"`` (an SSE block that carries no data:
+    ``: keep-alive`` or a field such as ``event: ping`` without ``data:``);
+    ``"done"`` (``data: [DONE]``).
+    """
+
+    start: int
+    end: int
+    kind: str
+
+
+def event_spans(body: bytes, wire: str) -> list[Span]:
+    """The complete events of ``body`` (identity-encoded) in order.
+
+    Spans are contiguous from offset 0: stray blank lines (and a leading BOM)
+    belong to the span that follows them, so ``body[spans[-1].end:]`` is the
+    remainder that holds no complete event (a trailing partial event, or blank
+    lines). SSE: a final block with no blank line after it is not a span.
+    NDJSON: a last line without a newline is a span only if it is valid JSON
+    (the body is complete there; a line cut mid-way is not).
+    Any other ``wire`` gives ``ValueError``.
+    """
+    if wire == "sse":
+        spans = []
+        for item in SSEParser().feed(body):
+            if isinstance(item, SSEEvent):
+                kind = "done" if item.data.strip() == "[DONE]" else "event"
+            else:
+                kind = "comment"
+            spans.append(Span(item.start, item.end, kind))
+        return spans
+    if wire == "ndjson":
+        p = NDJSONParser()
+        lines = p.feed(body)
+        lines.extend(ln for ln in p.close() if ln.valid)
+        return [Span(ln.start, ln.end, "event") for ln in lines]
+    raise ValueError(f"event_spans: unknown wire {wire!r} (expected 'sse' or 'ndjson')")

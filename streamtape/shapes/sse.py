@@ -1,0 +1,247 @@
+"""An incremental server-sent events parser (WHATWG HTML, "event stream interpretation").
+
+Pure: fed bytes in any split, returns parsed blocks; no I/O, never raises on any
+input. Conformance points:
+
+- line endings LF, CRLF and CR, including a CR that ends one piece and its LF
+  that starts the next (the LF is then skipped, not read as a blank line);
+- one leading UTF-8 BOM is dropped (even when split across pieces);
+- comment lines (``: keep-alive``), multi-line ``data:``, ``event:``, ``id:``
+  (ignored when it contains NUL, and persistent across events), ``retry:``
+  (only ASCII digits), unknown fields ignored;
+- a block without any ``data:`` line is not dispatched (it comes back as
+  :class:`SSEIgnored` so callers can count keep-alives and keep byte spans);
+- a final event with no blank line after it is never dispatched (:meth:`SSEParser.close`
+  drops it and reports it in :attr:`SSEParser.pending`);
+- field values are decoded as UTF-8 with replacement. Decoding happens per
+  complete line, which gives exactly the result of an incremental decoder over
+  the whole stream, since CR and LF are never part of a multi-byte sequence.
+
+Each returned item carries ``at_ns``, the offset of the piece that completed
+it, and ``start``/``end``: its byte range in the stream (the BOM counts),
+including its terminating blank line. Blank lines between blocks belong to the
+following block, so consecutive items cover the stream without gaps. When a
+CRLF that ends an item is split across two pieces, ``end`` stops before the LF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """A dispatched event."""
+
+    data: str
+    event: str = "message"
+    id: str = ""
+    retry: int | None = None
+    at_ns: int = 0
+    start: int = 0
+    end: int = 0
+    comments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SSEIgnored:
+    """A blank-line-terminated block the standard does not dispatch: comments only,
+    or fields without any ``data:`` line (``event: ping``, ``retry: 1000``)."""
+
+    comments: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    at_ns: int = 0
+    start: int = 0
+    end: int = 0
+
+    @property
+    def is_comment(self) -> bool:
+        return not self.fields
+
+
+SSEItem = SSEEvent | SSEIgnored
+
+
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+class SSEParser:
+    """Feed bytes with :meth:`feed`; it returns the blocks each piece completed."""
+
+    __slots__ = (
+        "_block_start",
+        "_buf",
+        "_comments",
+        "_data",
+        "_event",
+        "_fields",
+        "_id",
+        "_offset",
+        "_retry",
+        "_skip_lf",
+        "_started",
+        "line_endings",
+    )
+
+    def __init__(self) -> None:
+        self._buf = b""  # bytes of an incomplete line
+        self._offset = 0  # stream offset of the first byte after the complete lines
+        self._started = False  # BOM decision made
+        self._skip_lf = False  # the last piece ended with CR
+        self._data: list[str] = []
+        self._event = ""
+        self._id = ""
+        self._retry: int | None = None
+        self._comments: list[str] = []
+        self._fields: list[str] = []
+        self._block_start = 0
+        self.line_endings: set[str] = set()
+        """Line endings seen so far: a subset of {"\\n", "\\r\\n", "\\r"}."""
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes of the line in progress (not yet terminated)."""
+        return self._buf
+
+    @property
+    def in_event(self) -> bool:
+        """True when lines of a block not yet terminated by a blank line were read."""
+        return bool(self._buf or self._data or self._comments or self._fields)
+
+    def feed(self, data: bytes, at_ns: int = 0) -> list[SSEItem]:
+        out: list[SSEItem] = []
+        if not data:
+            return out
+        if self._skip_lf:
+            self._skip_lf = False
+            if data[0] == 0x0A:
+                self.line_endings.add("\r\n")
+                self._offset += 1
+                data = data[1:]
+                if not data:
+                    return out
+            else:
+                self.line_endings.add("\r")
+        buf = self._buf + data if self._buf else data
+        if not self._started:
+            if len(buf) < 3 and BOM.startswith(buf):
+                self._buf = buf
+                return out
+            self._started = True
+            if buf.startswith(BOM):
+                self._offset = 3
+                buf = buf[3:]
+        k = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+        if k < 0:
+            self._buf = buf
+            return out
+        complete = buf[: k + 1]
+        self._buf = buf[k + 1 :]
+        has_cr = b"\r" in complete
+        if has_cr:
+            if complete[-1] == 0x0D and not self._buf:
+                self._skip_lf = True  # decided on the next piece (or close)
+                self._note_endings(complete[:-1])
+            else:
+                self._note_endings(complete)
+        else:
+            self.line_endings.add("\n")
+        pos = self._offset
+        data_lines = self._data
+        for line in complete.splitlines(True):
+            pos += len(line)
+            content = line.rstrip(b"\r\n") if has_cr else line[:-1]
+            if not content:
+                if data_lines:
+                    d = data_lines[0] if len(data_lines) == 1 else "\n".join(data_lines)
+                    out.append(
+                        SSEEvent(
+                            d,
+                            self._event or "message",
+                            self._id,
+                            self._retry,
+                            at_ns,
+                            self._block_start,
+                            pos,
+                            tuple(self._comments),
+                        )
+                    )
+                    data_lines = self._data = []
+                    self._block_start = pos
+                    self._event = ""
+                    self._retry = None
+                    if self._comments:
+                        self._comments = []
+                    if self._fields:
+                        self._fields = []
+                elif self._comments or self._fields:
+                    out.append(
+                        SSEIgnored(
+                            tuple(self._comments), tuple(self._fields), at_ns, self._block_start, pos
+                        )
+                    )
+                    self._comments = []
+                    self._fields = []
+                    self._event = ""
+                    self._retry = None
+                    self._block_start = pos
+                continue
+            if content[:5] == b"data:":
+                v = content[5:]
+                if v[:1] == b" ":
+                    v = v[1:]
+                data_lines.append(v.decode("utf-8", "replace"))
+                continue
+            if content[0] == 0x3A:  # ":" comment
+                c = content[1:]
+                self._comments.append(_decode(c[1:] if c[:1] == b" " else c))
+                continue
+            name, colon, value = content.partition(b":")
+            if colon and value[:1] == b" ":
+                value = value[1:]
+            fname = _decode(name)
+            self._fields.append(fname)
+            if name == b"data":  # "data" without a colon: an empty data line
+                data_lines.append("")
+            elif name == b"event":
+                self._event = _decode(value)
+            elif name == b"id":
+                if b"\0" not in value:
+                    self._id = _decode(value)
+            elif name == b"retry" and value and value.isdigit() and value.isascii():
+                self._retry = int(value)
+        self._offset = pos
+        return out
+
+    def _note_endings(self, b: bytes) -> None:
+        crlf = b.count(b"\r\n")
+        if crlf:
+            self.line_endings.add("\r\n")
+        if b.count(b"\r") > crlf:
+            self.line_endings.add("\r")
+        if b.count(b"\n") > crlf:
+            self.line_endings.add("\n")
+
+    def close(self) -> list[SSEItem]:
+        """End of stream. Returns nothing: a block not ended by a blank line is never
+        dispatched (see :attr:`pending` / :attr:`in_event` to learn whether one was cut)."""
+        if self._skip_lf:
+            self._skip_lf = False
+            self.line_endings.add("\r")
+        return []
+
+
+def parse_sse(pieces: list[tuple[int, bytes]] | list[bytes]) -> list[SSEItem]:
+    """Parse a whole stream given as ``(at_ns, bytes)`` pieces or plain byte pieces."""
+    p = SSEParser()
+    out: list[SSEItem] = []
+    for piece in pieces:
+        if isinstance(piece, bytes | bytearray):
+            out.extend(p.feed(bytes(piece)))
+        else:
+            out.extend(p.feed(piece[1], piece[0]))
+    out.extend(p.close())
+    return out
