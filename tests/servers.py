@@ -13,6 +13,7 @@ an independent peer.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -130,10 +131,8 @@ class ScriptedServer:
         except OSError:
             return
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 s.close()
-            except OSError:
-                pass
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,10 @@
+"""mitmdump script: record streaming LLM responses into a streamtape cassette.
+
+    mitmdump -s addons/record.py --set streamtape_out=cassettes/session.tape
+
+Options: see ``streamtape.mitm`` (or ``mitmdump -s addons/record.py --options``).
+"""
+
+from streamtape.mitm import RecordAddon
+
+addons = [RecordAddon()]

@@ -1,0 +1,175 @@
+"""``streamtape show``: list a cassette's interactions, or one interaction's timeline."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import click
+
+from ..cassette import Cassette, Interaction, load
+from ..errors import OptionError
+from ..fmt import human_bytes, ms, summary
+
+
+def escape_piece(data: bytes) -> str:
+    """A piece's bytes as one line: ``\\n``, ``\\r``, ``\\t``, other controls and the bytes of
+    a character cut at the piece's edge are shown escaped (``\\xe6``)."""
+    text = data.decode("utf-8", errors="backslashreplace")
+    out = []
+    for ch in text:
+        if ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def bytes_json(data: bytes) -> dict[str, str]:
+    """Bytes for JSON output: UTF-8 text where valid, base64 otherwise."""
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def timeline(ix: Interaction) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    prev = 0
+    for n, c in enumerate(ix.chunks):
+        rows.append({"index": n, "at_ns": c.at_ns, "gap_ns": c.at_ns - prev, "size": len(c.data), "data": c.data})
+        prev = c.at_ns
+    return rows
+
+
+def pick(cas: Cassette, index: int) -> Interaction:
+    if not 0 <= index < len(cas):
+        raise OptionError(
+            f"{cas.path}: no interaction {index} (the cassette has {len(cas)}: 0..{len(cas) - 1})"
+            if len(cas)
+            else f"{cas.path}: no interaction {index} (the cassette is empty)"
+        )
+    return cas[index]
+
+
+def listing_lines(cas: Cassette) -> list[str]:
+    rows = [("#", "method", "path", "status", "pieces", "bytes", "ttfb ms", "dur ms", "outcome", "labels")]
+    for n, ix in enumerate(cas):
+        s = summary(ix)
+        rows.append(
+            (
+                str(n),
+                str(s["method"]),
+                str(s["path"]),
+                "---" if s["status"] is None else str(s["status"]),
+                str(s["pieces"]),
+                human_bytes(int(s["bytes"])),  # type: ignore[call-overload]
+                ms(ix.first_byte_ns),
+                ms(ix.duration_ns),
+                ix.outcome,
+                ",".join(f"{k}={v}" for k, v in ix.labels.items()),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    right = {0, 3, 4, 5, 6, 7}
+    return [
+        "  ".join((c.rjust(w) if i in right else c.ljust(w)) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        for r in rows
+    ]
+
+
+def interaction_head(ix: Interaction) -> list[str]:
+    r = ix.response
+    lines = [f"{ix.request.method} {ix.request.url} {ix.request.http_version}"]
+    if r is None:
+        lines.append("no response")
+    else:
+        lines.append(
+            f"{r.http_version} {r.status} {r.reason}  {r.content_type or '(no content type)'}  {r.framing}"
+            f"  headers at {ms(r.headers_at_ns)} ms"
+        )
+    lines.append(f"outcome: {ix.outcome}" + (f" ({ix.error})" if ix.error else "") + f"  ended at {ms(ix.end_ns)} ms")
+    if ix.labels:
+        lines.append("labels: " + ", ".join(f"{k}={v}" for k, v in ix.labels.items()))
+    return lines
+
+
+def timeline_lines(ix: Interaction) -> list[str]:
+    lines = [f"{'offset ms':>10}  {'gap ms':>8}  {'size':>6}  bytes"]
+    for row in timeline(ix):
+        lines.append(
+            f"{row['at_ns'] / 1e6:>10.3f}  {row['gap_ns'] / 1e6:>8.3f}  {row['size']:>6}  {escape_piece(row['data'])}"  # type: ignore[operator,arg-type]
+        )
+    return lines
+
+
+def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
+    r = ix.response
+    return {
+        "index": index,
+        **summary(ix),
+        "request": {
+            "method": ix.request.method,
+            "url": ix.request.url,
+            "http_version": ix.request.http_version,
+            "headers": [list(h) for h in ix.request.headers],
+            "body": bytes_json(ix.request.body),
+        },
+        "response": None
+        if r is None
+        else {
+            "status": r.status,
+            "reason": r.reason,
+            "http_version": r.http_version,
+            "headers": [list(h) for h in r.headers],
+            "framing": r.framing,
+            "headers_at_ms": r.headers_at_ns / 1e6,
+        },
+        "timeline": [
+            {
+                "index": row["index"],
+                "offset_ms": row["at_ns"] / 1e6,  # type: ignore[operator]
+                "gap_ms": row["gap_ns"] / 1e6,  # type: ignore[operator]
+                "size": row["size"],
+                **bytes_json(row["data"]),  # type: ignore[arg-type]
+            }
+            for row in timeline(ix)
+        ],
+    }
+
+
+def warn(cas: Cassette) -> None:
+    for w in cas.warnings:
+        click.echo(f"streamtape: warning: {w}", err=True)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-i", "--index", type=int, default=None, metavar="N", help="Show interaction N's timeline.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def show(file: str, index: int | None, as_json: bool) -> None:
+    """List a cassette's interactions, or print one interaction's timeline (-i N)."""
+    cas = load(file)
+    warn(cas)
+    if index is None:
+        if as_json:
+            click.echo(json.dumps([{"index": n, **summary(ix)} for n, ix in enumerate(cas)], indent=2))
+        else:
+            for line in listing_lines(cas):
+                click.echo(line)
+        return
+    ix = pick(cas, index)
+    if as_json:
+        click.echo(json.dumps(interaction_json(ix, index), indent=2, ensure_ascii=False))
+        return
+    for line in [*interaction_head(ix), "", *timeline_lines(ix)]:
+        click.echo(line)
+
+
+commands = [show]

@@ -1,0 +1,55 @@
+"""Small text formatters shared by the commands (no I/O)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from .cassette import Interaction
+
+
+def ms(ns: int | None, digits: int = 1) -> str:
+    """Nanoseconds as milliseconds text; '-' for None."""
+    return "-" if ns is None else f"{ns / 1e6:.{digits}f}"
+
+
+def human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def summary(ix: Interaction) -> dict[str, object]:
+    """The figures one line about an interaction shows (record output, ``show`` listing)."""
+    r = ix.response
+    return {
+        "method": ix.request.method,
+        "path": path_of(ix.request.url),
+        "status": r.status if r else None,
+        "pieces": len(ix.chunks),
+        "bytes": len(r.body) if r else 0,
+        "first_byte_ms": None if ix.first_byte_ns is None else round(ix.first_byte_ns / 1e6, 3),
+        "duration_ms": None if ix.duration_ns is None else round(ix.duration_ns / 1e6, 3),
+        "outcome": ix.outcome,
+        "error": ix.error,
+        "labels": dict(ix.labels),
+    }
+
+
+def summary_line(ix: Interaction) -> str:
+    """``POST /v1/chat/completions 200  22 pieces  1.9 KiB  ttfb 31.2 ms  dur 640.5 ms  complete``."""
+    s = summary(ix)
+    status = s["status"] if s["status"] is not None else "---"
+    line = (
+        f"{s['method']} {s['path']} {status}  {s['pieces']} pieces  {human_bytes(int(s['bytes']))}"  # type: ignore[call-overload]
+        f"  ttfb {ms(ix.first_byte_ns)} ms  dur {ms(ix.duration_ns)} ms  {ix.outcome}"
+    )
+    if ix.error:
+        line += f" ({ix.error})"
+    return line

@@ -1,0 +1,394 @@
+"""The mitmproxy recording addon: a thin driver around :class:`streamtape.record.Recorder`.
+
+Used from ``mitmdump -s addons/record.py`` and by ``streamtape record``. Every
+body piece passes through unchanged; the recording callable only timestamps
+it and appends it. Disk writes happen on the writer thread, never on the
+proxy's event loop.
+
+Options (``--set name=value``):
+
+``streamtape_out``            cassette file to append to (default ``streamtape.tape``)
+``streamtape_all``            record every response, not only streaming ones (default false)
+``streamtape_filter``         a mitmproxy filter expression; only matching flows are recorded
+``streamtape_redact``         redact secrets at record time (default true)
+``streamtape_redact_headers`` more header names to redact (comma separated or repeated)
+``streamtape_redact_query``   more query parameters to redact
+``streamtape_redact_fields``  JSON request-body fields to redact, at any depth
+``streamtape_label``          KEY=VALUE labels stored with every interaction (repeatable)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+from mitmproxy import ctx, flowfilter, http
+
+from .cassette import (
+    CLIENT_DISCONNECTED,
+    COMPLETE,
+    UPSTREAM_CLOSED,
+    UPSTREAM_ERROR,
+    BackgroundWriter,
+    Interaction,
+    Request,
+)
+from .errors import CassetteError, OptionError, StreamtapeError
+from .fmt import summary_line
+from .record import Recorder, Redaction, is_streaming, parse_labels
+
+log = logging.getLogger("streamtape")
+
+# mitmproxy compares option types with ``typing.Optional[str]``.
+OptStr = Optional[str]  # noqa: UP045
+
+OPTION_NAMES = (
+    "streamtape_out",
+    "streamtape_all",
+    "streamtape_filter",
+    "streamtape_redact",
+    "streamtape_redact_headers",
+    "streamtape_redact_query",
+    "streamtape_redact_fields",
+    "streamtape_label",
+)
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def parse_bool(name: str, value: str | None) -> bool:
+    """``true``/``false`` (and yes/no, 1/0, on/off); None (``--set name``) means true."""
+    if value is None:
+        return True
+    v = value.strip().lower()
+    if v in ("true", "yes", "1", "on", ""):
+        return True
+    if v in ("false", "no", "0", "off"):
+        return False
+    raise OptionError(f"{name}: invalid value {value!r} (expected true or false)")
+
+
+def _headers(fields: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((k, v) for k, v in fields.items(multi=True))
+
+
+def outcome_of(flow: http.HTTPFlow) -> str:
+    """Which outcome an errored flow ends with, from mitmproxy's message."""
+    msg = (flow.error.msg if flow.error else "") or ""
+    if "client disconnected" in msg.lower():
+        return CLIENT_DISCONNECTED
+    if flow.response is None:
+        return UPSTREAM_ERROR
+    return UPSTREAM_CLOSED
+
+
+class RecordAddon:
+    """Records streaming responses into a cassette.
+
+    ``on_finished`` is called on the event loop with each finished interaction
+    (the CLI prints a line); ``on_error`` with a one-line message when the
+    addon cannot work (bad option, unwritable file) -- by default it logs the
+    message at error level and stops the proxy, so a bad option never leaves
+    mitmproxy running with the addon silently inactive.
+    """
+
+    def __init__(
+        self,
+        on_finished: Callable[[Interaction], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.on_finished = on_finished
+        self.on_error = on_error
+        self.recorder: Recorder | None = None
+        self.writer: BackgroundWriter | None = None
+        self.filter: flowfilter.TFilter | None = None
+        self.failed: str | None = None
+        self.record_all = False
+        self.redaction = Redaction()
+        self.labels: dict[str, str] = {}
+        self.saved = 0
+        self._running = False
+        self._ticker: asyncio.Task[None] | None = None
+        self._finished: list[Interaction] = []
+
+    # -- options -------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("streamtape_out", str, "streamtape.tape", "Cassette file to append recordings to.")
+        # Booleans are declared as optional strings and parsed here: a bool value
+        # mitmproxy cannot convert makes it drop the whole script silently.
+        loader.add_option("streamtape_all", OptStr, "false", "Record every response, not only streaming ones (true/false).")
+        loader.add_option("streamtape_filter", str, "", "Record only flows matching this mitmproxy filter expression.")
+        loader.add_option("streamtape_redact", OptStr, "true", "Redact API keys, tokens and cookies at record time (true/false).")
+        loader.add_option("streamtape_redact_headers", Sequence[str], [], "More header names to redact.")
+        loader.add_option("streamtape_redact_query", Sequence[str], [], "More query parameters to redact.")
+        loader.add_option("streamtape_redact_fields", Sequence[str], [], "JSON request-body fields to redact.")
+        loader.add_option("streamtape_label", Sequence[str], [], "KEY=VALUE label stored with every interaction.")
+
+    def configure(self, updated: set[str]) -> None:
+        if not updated & set(OPTION_NAMES):
+            return
+        try:
+            self._configure()
+        except StreamtapeError as e:
+            self._fail(str(e))
+
+    def _configure(self) -> None:
+        o = ctx.options
+        labels = parse_labels(_split(o.streamtape_label))
+        self.filter = None
+        if o.streamtape_filter:
+            try:
+                self.filter = flowfilter.parse(o.streamtape_filter)
+            except ValueError as e:
+                raise OptionError(f"streamtape_filter: invalid filter expression {o.streamtape_filter!r}: {e}") from None
+        self.record_all = parse_bool("streamtape_all", o.streamtape_all)
+        redaction = Redaction.build(
+            enabled=parse_bool("streamtape_redact", o.streamtape_redact),
+            extra_headers=_split(o.streamtape_redact_headers),
+            extra_query=_split(o.streamtape_redact_query),
+            body_fields=_split(o.streamtape_redact_fields),
+        )
+        if not o.streamtape_out:
+            raise OptionError("streamtape_out: no cassette file given")
+        self.redaction = redaction
+        self.labels = labels
+        if self._running:
+            self._open()
+        self.failed = None
+
+    def _fail(self, message: str) -> None:
+        self.failed = message
+        self.recorder = None
+        if self.on_error:
+            self.on_error(message)
+        else:
+            log.error(f"streamtape: {message}")
+
+    def running(self) -> None:
+        # A --set value mitmproxy could not convert (``streamtape_redact=maybe``)
+        # stays in ``deferred`` and mitmproxy says nothing: say it ourselves.
+        bad = {k: v for k, v in ctx.options.deferred.items() if k.startswith("streamtape_")}
+        for name, value in bad.items():
+            raw = getattr(value, "val", value)
+            shown = raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
+            self._fail(f"invalid value {shown!r} for option {name}")
+        if not self.failed:
+            self._running = True
+            try:
+                self._open()
+            except StreamtapeError as e:
+                self._fail(str(e))
+        if self.failed:
+            # Never run on with the addon inactive. mitmproxy's errorcheck exits
+            # with status 1 on an error logged during startup.
+            if not self.on_error:
+                log.error(f"streamtape: recording disabled: {self.failed}")
+            with contextlib.suppress(Exception):
+                ctx.master.shutdown()
+            return
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    def _open(self) -> None:
+        """Open (or switch) the cassette and build the recorder; only once the proxy runs."""
+        out = ctx.options.streamtape_out
+        if self.writer is None or str(self.writer.path) != out:
+            self._close_writer()
+            try:
+                self.writer = BackgroundWriter(out)
+            except CassetteError as e:
+                raise OptionError(f"streamtape_out: {e}") from None
+            except OSError as e:
+                raise OptionError(f"streamtape_out: {out}: {e.strerror or e}") from None
+        self.recorder = Recorder(
+            self.writer.submit, self.writer.new_id, redaction=self.redaction, labels=self.labels
+        )
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.05)
+            if self.recorder:
+                self.recorder.tick(time.perf_counter_ns())
+
+    # -- flow hooks ----------------------------------------------------------
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if self.recorder is None:
+            return
+        t0 = time.perf_counter_ns()
+        r = flow.request
+        self.recorder.begin(
+            flow.id,
+            Request(
+                method=r.method,
+                url=r.url,
+                http_version=r.http_version,
+                headers=_headers(r.headers),
+                body=r.raw_content or b"",
+                started_at=r.timestamp_start,
+            ),
+            t0,
+        )
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        rec = self.recorder
+        resp = flow.response
+        if rec is None or resp is None:
+            return
+        headers = _headers(resp.headers)
+        wanted = self.record_all or is_streaming(resp.http_version, headers)
+        if wanted and self.filter is not None:
+            wanted = self.filter(flow)
+        if not wanted:
+            rec.forget(flow.id)
+            resp.stream = True  # pass through as it comes, like the recorded ones
+            return
+        now = time.perf_counter_ns()
+        try:
+            rec.response_headers(flow.id, resp.status_code, resp.reason, resp.http_version, headers, now)
+        except KeyError:  # request hook did not see it (addon configured mid-flight)
+            resp.stream = True
+            return
+        key = flow.id
+        piece = rec.piece
+        clock = time.perf_counter_ns
+
+        def record(data: bytes) -> bytes:
+            if data:
+                piece(key, data, clock())
+            return data
+
+        resp.stream = record
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._finish(flow, COMPLETE, None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        msg = flow.error.msg if flow.error else "unknown error"
+        self._finish(flow, outcome_of(flow), msg)
+
+    def _finish(self, flow: http.HTTPFlow, outcome: str, error: str | None) -> None:
+        if self.recorder is None:
+            return
+        ix = self.recorder.finish(flow.id, outcome, error, time.perf_counter_ns())
+        if ix is None:
+            return
+        self.saved += 1
+        if self.on_finished:
+            self.on_finished(ix)
+        else:
+            log.info(f"streamtape: {summary_line(ix)}")
+
+    # -- shutdown ------------------------------------------------------------
+
+    def done(self) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+        if self.recorder:
+            for ix in self.recorder.close(time.perf_counter_ns()):
+                self.saved += 1
+                if self.on_finished:
+                    self.on_finished(ix)
+                else:
+                    log.info(f"streamtape: {summary_line(ix)}")
+        self._close_writer()
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+# -- running mitmproxy in-process ---------------------------------------------
+
+
+async def run_proxy(
+    mode: str,
+    listen_host: str,
+    listen_port: int,
+    addons: Sequence[object],
+    on_running: Callable[[list[tuple[str, int]]], None] | None = None,
+    options: dict[str, Any] | None = None,
+) -> None:
+    """Run mitmproxy in this process until SIGINT/SIGTERM (or ``master.shutdown()``).
+
+    ``mode`` is a mitmproxy mode spec (``reverse:http://host:port`` or ``regular``).
+    ``on_running`` gets the bound addresses once the proxy listens. Raises
+    :class:`UpstreamError`-free :class:`OptionError` when the port cannot be bound.
+    """
+    import signal
+
+    from mitmproxy.options import Options
+    from mitmproxy.tools.dump import DumpMaster
+
+    opts = Options(listen_host=listen_host, listen_port=listen_port, mode=[mode])
+    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+    # Lazy: connect upstream only when a request needs it, so a refused
+    # upstream gives the client a 502 instead of no response at all.
+    master.options.update(connection_strategy="lazy")
+    for a in addons:
+        master.addons.add(a)
+    if options:
+        master.options.update(**options)
+    bind_error: list[str] = []
+
+    class _Running:
+        def running(self) -> None:
+            ps = master.addons.get("proxyserver")
+            addrs = [(a[0], a[1]) for a in ps.listen_addrs()]
+            if not addrs:
+                bind_error.append(f"cannot listen on {listen_host}:{listen_port}")
+                master.shutdown()
+                return
+            if on_running:
+                on_running(addrs)
+
+    master.addons.add(_Running())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, master.shutdown)
+    # Bind errors are logged by mitmproxy's proxyserver addon; catch them.
+    handler = _ErrorCollector()
+    logging.getLogger("mitmproxy").addHandler(handler)
+    try:
+        await master.run()
+    except SystemExit:
+        pass
+    finally:
+        logging.getLogger("mitmproxy").removeHandler(handler)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await _close_connections(master)
+    if bind_error or (handler.errors and not master.addons.get("proxyserver").listen_addrs()):
+        detail = handler.errors[0] if handler.errors else bind_error[0]
+        raise OptionError(f"cannot start the proxy on {listen_host}:{listen_port}: {detail}")
+
+
+class _ErrorCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.errors: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.errors.append(record.getMessage().splitlines()[0])
+
+
+async def _close_connections(master: Any) -> None:
+    """Stop listening and cancel open connections, so in-flight streams end quietly."""
+    ps = master.addons.get("proxyserver")
+    with contextlib.suppress(Exception):
+        await ps.servers.update([])
+    for handler in list(getattr(ps, "connections", {}).values()):
+        for conn in list(getattr(handler, "transports", {})):
+            with contextlib.suppress(Exception):
+                handler.close_connection(conn)
+    for _ in range(20):
+        if not getattr(ps, "connections", None):
+            break
+        await asyncio.sleep(0.01)
