@@ -1,0 +1,353 @@
+"""Which recorded interaction answers a request. Pure logic plus a lock; no I/O.
+
+A request matches a recorded one when all of these agree:
+
+- method (case-insensitive);
+- path (exactly; scheme, host and port are ignored, so a recording of
+  ``https://api.openai.com/v1/...`` answers ``http://127.0.0.1:8000/v1/...``);
+- query, as a multiset of ``name=value`` pairs (order of names ignored);
+- body: JSON bodies are compared as data (key order and whitespace ignored,
+  ``1`` and ``1.0`` equal, ``true`` and ``1`` not); other bodies byte for byte;
+- headers only when named in ``match_headers`` (case-insensitive names).
+
+``ignore_fields`` names JSON body fields that may differ between runs. A plain
+name (``user``) is ignored **at any depth** (in every object of the body); a
+dotted name (``metadata.user_id``) is a path from the top level, list indexes
+left out (``messages.name`` ignores ``name`` in every message).
+
+A recorded value that is exactly ``"REDACTED"`` (what the recorder writes in
+place of a secret) matches anything, including absence: in the query, in
+matched headers and in JSON bodies.
+
+Identical requests (identical as far as matching can tell) get their recorded
+interactions in cassette order, then the last one again; with ``strict=True``
+running out is a :class:`~streamtape.errors.NoMatchError`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from .cassette import Interaction
+from .errors import NoMatchError
+from .record import DEFAULT_REDACT_HEADERS, REDACTED
+
+__all__ = ["Matcher", "RequestKey"]
+
+HeadersLike = Mapping[str, str] | Iterable[tuple[str | bytes, str | bytes]]
+
+_NOT_JSON = object()
+
+
+def _text(v: str | bytes) -> str:
+    return v.decode("latin-1") if isinstance(v, bytes) else str(v)
+
+
+def _pairs(headers: HeadersLike | None) -> list[tuple[str, str]]:
+    if headers is None:
+        return []
+    if hasattr(headers, "multi_items"):  # httpx.Headers keeps repeated names apart
+        items = headers.multi_items()  # type: ignore[union-attr]
+    elif isinstance(headers, Mapping):
+        items = headers.items()
+    else:
+        items = headers
+    return [(_text(k), _text(v)) for k, v in items]
+
+
+def _json_or_not(body: bytes) -> Any:
+    if not body:
+        return _NOT_JSON
+    stripped = body.lstrip()
+    if stripped[:1] not in (b"{", b"["):
+        return _NOT_JSON
+    try:
+        return json.loads(body)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    if isinstance(v, bytes):
+        s = repr(v)
+    else:
+        try:
+            s = json.dumps(v, ensure_ascii=True)
+        except (TypeError, ValueError):
+            s = repr(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    """A request reduced to what matching compares."""
+
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    headers: tuple[tuple[str, str], ...]  # lower-cased names
+    body: bytes
+    json: Any  # parsed body, or _NOT_JSON
+
+    @classmethod
+    def of(cls, method: str, url: str, headers: HeadersLike | None, body: bytes) -> RequestKey:
+        parts = urlsplit(url)
+        pairs = tuple(parse_qsl(parts.query, keep_blank_values=True))
+        hdrs = tuple((k.lower(), v) for k, v in _pairs(headers))
+        body = bytes(body or b"")
+        return cls(method.upper(), parts.path or "/", pairs, hdrs, body, _json_or_not(body))
+
+    @property
+    def target(self) -> str:
+        q = "&".join(f"{k}={v}" for k, v in self.query)
+        return self.path + (f"?{q}" if q else "")
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+class _Compare:
+    """Differences between a recorded request and a received one, most important first."""
+
+    def __init__(self, ignore_fields: Iterable[str], match_headers: Iterable[str]) -> None:
+        fields = [f.strip() for f in ignore_fields if f.strip()]
+        self.ignore_names = frozenset(f for f in fields if "." not in f)
+        self.ignore_paths = frozenset(f for f in fields if "." in f)
+        self.match_headers = tuple(h.strip().lower() for h in match_headers if h.strip())
+
+    # Each check returns (weight, message) pairs; an empty list is a match.
+    def diffs(self, rec: RequestKey, got: RequestKey, first_only: bool) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        if rec.method != got.method:
+            out.append((1000, f"method {got.method}, recorded {rec.method}"))
+            if first_only:
+                return out
+        if rec.path != got.path:
+            out.append((500, f"path {got.path}, recorded {rec.path}"))
+            if first_only:
+                return out
+        out.extend(self.query(rec, got))
+        if out and first_only:
+            return out
+        out.extend(self.headers(rec, got))
+        if out and first_only:
+            return out
+        b = self.body(rec, got)
+        if b:
+            out.append(b)
+        return out
+
+    def query(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
+        if rec.query == got.query:
+            return []
+        rq: dict[str, list[str]] = {}
+        gq: dict[str, list[str]] = {}
+        for k, v in rec.query:
+            rq.setdefault(k, []).append(v)
+        for k, v in got.query:
+            gq.setdefault(k, []).append(v)
+        out = []
+        for k in sorted(set(rq) | set(gq)):
+            rv, gv = rq.get(k), gq.get(k)
+            if rv is not None and all(v == REDACTED for v in rv):
+                continue
+            if rv is None:
+                out.append((20, f"query has {k}={_short(gv[0])}, not in the recording"))
+            elif gv is None:
+                out.append((20, f"query lacks {k} (recorded {k}={_short(rv[0])})"))
+            elif sorted(rv) != sorted(gv):
+                out.append((20, f"query {k}={_short(gv[0])}, recorded {k}={_short(rv[0])}"))
+        return out
+
+    def headers(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
+        out = []
+        for name in self.match_headers:
+            rv = [v for k, v in rec.headers if k == name]
+            gv = [v for k, v in got.headers if k == name]
+            if rv and all(v == REDACTED for v in rv):
+                continue
+            if rv != gv:
+                r = _short(rv[0]) if rv else "(absent)"
+                g = _short(gv[0]) if gv else "(absent)"
+                out.append((20, f"header {name} is {g}, recorded {r}"))
+        return out
+
+    def body(self, rec: RequestKey, got: RequestKey) -> tuple[int, str] | None:
+        rj, gj = rec.json, got.json
+        if rj is not _NOT_JSON and gj is not _NOT_JSON:
+            d = self.json_diff(rj, gj, "", "")
+            return (10, d) if d else None
+        if rec.body == got.body:
+            return None
+        if rj is not _NOT_JSON:
+            return (10, f"body is not JSON ({_short(got.body)}), recorded JSON")
+        if gj is not _NOT_JSON:
+            return (10, f"body is JSON, recorded {_short(rec.body)}")
+        n = next(
+            (i for i, (a, b) in enumerate(zip(rec.body, got.body, strict=False)) if a != b),
+            min(len(rec.body), len(got.body)),
+        )
+        return (
+            10,
+            f"body differs at byte {n} ({len(got.body)} bytes, recorded {len(rec.body)}): "
+            f"{_short(got.body[n : n + 20])}, recorded {_short(rec.body[n : n + 20])}",
+        )
+
+    def json_diff(self, rec: Any, got: Any, shown: str, keypath: str) -> str | None:
+        """The first difference in JSON data, or None. ``shown`` has list indexes, ``keypath`` not."""
+        if isinstance(rec, str) and rec == REDACTED:
+            return None
+        where = shown or "(the whole body)"
+        if isinstance(rec, dict) and isinstance(got, dict):
+            for k in sorted(set(rec) | set(got), key=str):
+                kp = f"{keypath}.{k}" if keypath else str(k)
+                sp = f"{shown}.{k}" if shown else str(k)
+                if k in self.ignore_names or kp in self.ignore_paths:
+                    continue
+                if k not in got:
+                    if rec[k] == REDACTED:
+                        continue
+                    return f"body lacks {sp} (recorded {_short(rec[k])})"
+                if k not in rec:
+                    return f"body has {sp}={_short(got[k])}, not in the recording"
+                d = self.json_diff(rec[k], got[k], sp, kp)
+                if d:
+                    return d
+            return None
+        if isinstance(rec, list) and isinstance(got, list):
+            for i, (a, b) in enumerate(zip(rec, got, strict=False)):
+                d = self.json_diff(a, b, f"{shown}[{i}]", keypath)
+                if d:
+                    return d
+            if len(rec) != len(got):
+                return f"body {where} has {len(got)} items, recorded {len(rec)}"
+            return None
+        if isinstance(rec, dict | list) or isinstance(got, dict | list) or not _same_scalar(rec, got):
+            return f"body {where} is {_short(got)}, recorded {_short(rec)}"
+        return None
+
+
+class Matcher:
+    """Answers requests from recorded interactions. Thread-safe.
+
+    ``match`` returns the interaction; :meth:`match_indexed` also returns its
+    index in ``interactions``. :attr:`received` lists every request seen.
+    """
+
+    def __init__(
+        self,
+        interactions: Iterable[Interaction],
+        *,
+        ignore_fields: Iterable[str] = (),
+        match_headers: Iterable[str] = (),
+        strict: bool = False,
+    ) -> None:
+        self.interactions: list[Interaction] = list(interactions)
+        self.strict = strict
+        self.ignore_fields = tuple(ignore_fields)
+        self.match_headers = tuple(match_headers)
+        self._cmp = _Compare(self.ignore_fields, self.match_headers)
+        self._keys = [
+            RequestKey.of(ix.request.method, ix.request.url, ix.request.headers, ix.request.body)
+            for ix in self.interactions
+        ]
+        self._used = [0] * len(self.interactions)
+        self._lock = threading.Lock()
+        self._received: list[dict[str, Any]] = []
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """Requests seen so far, oldest first, as JSON-ready dicts: ``method``, ``path``
+        (with query), ``headers`` (secret ones as ``REDACTED``), ``body`` (text),
+        ``matched`` (index into ``interactions`` or None), ``error`` (or None)."""
+        with self._lock:
+            return [dict(r) for r in self._received]
+
+    @property
+    def used(self) -> list[int]:
+        """How many times each interaction was served."""
+        with self._lock:
+            return list(self._used)
+
+    def reset(self) -> None:
+        """Forget what was served and received (start the repeat order over)."""
+        with self._lock:
+            self._used = [0] * len(self.interactions)
+            self._received.clear()
+
+    def match(
+        self, method: str, url: str, headers: HeadersLike | None = None, body: bytes = b""
+    ) -> Interaction:
+        """The recorded interaction that answers this request, or :class:`NoMatchError`."""
+        return self.match_indexed(method, url, headers, body)[1]
+
+    def match_indexed(
+        self, method: str, url: str, headers: HeadersLike | None = None, body: bytes = b""
+    ) -> tuple[int, Interaction]:
+        key = RequestKey.of(method, url, headers, body)
+        candidates = [
+            i for i, rk in enumerate(self._keys) if not self._cmp.diffs(rk, key, first_only=True)
+        ]
+        with self._lock:
+            entry = self._entry(key)
+            self._received.append(entry)
+            if not candidates:
+                entry["error"] = msg = self._no_match(key)
+                raise NoMatchError(msg)
+            fresh = [i for i in candidates if self._used[i] == 0]
+            if fresh:
+                chosen = fresh[0]
+            elif self.strict:
+                n = len(candidates)
+                entry["error"] = msg = (
+                    f"{key.method} {key.target}: all {n} recorded interaction"
+                    f"{'s' if n > 1 else ''} matching it (#{', #'.join(map(str, candidates))}) "
+                    "were already used (strict matching)"
+                )
+                raise NoMatchError(msg)
+            else:
+                chosen = candidates[-1]
+            self._used[chosen] += 1
+            entry["matched"] = chosen
+            return chosen, self.interactions[chosen]
+
+    def _entry(self, key: RequestKey) -> dict[str, Any]:
+        secret = set(DEFAULT_REDACT_HEADERS)
+        return {
+            "method": key.method,
+            "path": key.target,
+            "headers": [[k, REDACTED if k in secret else v] for k, v in key.headers],
+            "body": key.body.decode("utf-8", "replace"),
+            "matched": None,
+            "error": None,
+        }
+
+    def _no_match(self, key: RequestKey) -> str:
+        what = f"{key.method} {key.target}"
+        if not self._keys:
+            return f"no recorded interaction matches {what}: the cassette is empty"
+        best: tuple[int, int, list[tuple[int, str]]] | None = None
+        for i, rk in enumerate(self._keys):
+            ds = self._cmp.diffs(rk, key, first_only=False)
+            score = sum(w for w, _ in ds)
+            if best is None or score < best[0]:
+                best = (score, i, ds)
+        assert best is not None
+        _, i, ds = best
+        rk = self._keys[i]
+        ds.sort(key=lambda d: -d[0])
+        more = f" (and {len(ds) - 1} more difference{'s' if len(ds) > 2 else ''})" if len(ds) > 1 else ""
+        return (
+            f"no recorded interaction matches {what}; closest is #{i} {rk.method} {rk.target}: "
+            f"{ds[0][1]}{more}"
+        )
