@@ -13,6 +13,7 @@ from .errors import (
 )
 
 __all__ = [
+    "AsyncReplayTransport",
     "Cassette",
     "CassetteError",
     "Chunk",
@@ -20,6 +21,8 @@ __all__ = [
     "NoMatchError",
     "OptionError",
     "ProfileError",
+    "ReplayAdapter",
+    "ReplayTransport",
     "Request",
     "Response",
     "StreamtapeError",
@@ -28,3 +31,19 @@ __all__ = [
     "load",
     "save",
 ]
+
+# In-process replay (streamtape.transport): loaded on first use so that
+# `import streamtape` stays light (no httpx / requests import).
+_LAZY = {
+    "ReplayTransport": "transport",
+    "AsyncReplayTransport": "transport",
+    "ReplayAdapter": "transport",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
