@@ -1,0 +1,207 @@
+"""analyze(ix): parse an interaction's body and normalize it to common events."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Callable, Sequence
+
+from ..cassette import Interaction
+from . import (
+    anthropic,
+    generic,
+    llamacpp,
+    ollama,
+    openai_chat,
+    openai_completions,
+    openai_responses,
+    tgi,
+)
+from .body import decoded_body
+from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, wire_of
+from .model import Analysis, Event, Finish, ShapeError, ToolCall, Usage, WireEvent
+from .ndjson import NDJSONParser
+from .sse import SSEEvent, SSEParser
+
+Normalizer = Callable[[Sequence[WireEvent]], list[Event]]
+
+NORMALIZERS: dict[str, Normalizer] = {
+    "openai-chat": openai_chat.normalize,
+    "openai-completions": openai_completions.normalize,
+    "openai-responses": openai_responses.normalize,
+    "ollama-chat": ollama.normalize,
+    "ollama-generate": ollama.normalize,
+    "llamacpp": llamacpp.normalize,
+    "tgi": tgi.normalize,
+    "anthropic": anthropic.normalize,
+    "sse": generic.normalize,
+    "ndjson": generic.normalize,
+}
+
+_loads = json.loads
+
+
+def check_shape(shape: str) -> str:
+    """Return ``shape`` if it is a known name; else ShapeError naming the valid ones."""
+    if shape not in SHAPES:
+        raise ShapeError(f"unknown shape {shape!r} (--shape): expected one of {', '.join(SHAPES)}")
+    return shape
+
+
+def wire_events(pieces: Sequence[tuple[int, bytes]], wire: str) -> tuple[
+    list[WireEvent], int, set[str], bytes
+]:
+    """Parse pieces into wire events. Returns (events, keep-alive blocks, line endings, tail)."""
+    out: list[WireEvent] = []
+    keepalives = 0
+    if wire == "sse":
+        p = SSEParser()
+        for at, data in pieces:
+            for item in p.feed(data, at):
+                if isinstance(item, SSEEvent):
+                    d = item.data
+                    if d == "[DONE]" or d.strip() == "[DONE]":
+                        out.append(WireEvent(len(out), at, item.event, d, None, True, True,
+                                             item.start, item.end))
+                        continue
+                    try:
+                        val, ok = _loads(d), True
+                    except (ValueError, RecursionError):
+                        val, ok = None, False
+                    out.append(WireEvent(len(out), item.at_ns, item.event, d, val, ok, False,
+                                         item.start, item.end))
+                elif item.is_comment:
+                    keepalives += 1
+        p.close()
+        return out, keepalives, p.line_endings, p.pending
+    p2 = NDJSONParser()
+    lines = []
+    for at, data in pieces:
+        lines.extend(p2.feed(data, at))
+    tail = p2.pending
+    last = p2.close()
+    if last and last[0].valid:  # a last line without newline is complete when it parses
+        lines.extend(last)
+        tail = b""
+    for ln in lines:
+        out.append(WireEvent(len(out), ln.at_ns, "", ln.raw, ln.value, ln.valid, False,
+                             ln.start, ln.end))
+    return out, 0, p2.line_endings, tail
+
+
+def _cut_chars(pieces: Sequence[tuple[int, bytes]]) -> tuple[int, list[Event]]:
+    """Piece boundaries that cut a UTF-8 character, and the pieces as text events (raw)."""
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    cuts = 0
+    events = []
+    for i, (at, data) in enumerate(pieces):
+        text = dec.decode(data)
+        if text:
+            events.append(Event(at, "text", text=text, source=i))
+        if i < len(pieces) - 1 and dec.getstate()[0]:
+            cuts += 1
+    rest = dec.decode(b"", final=True)
+    if rest and pieces:
+        events.append(Event(pieces[-1][0], "text", text=rest, source=len(pieces) - 1))
+    return cuts, events
+
+
+def _parse_json(s: str) -> tuple[object, bool]:
+    if not s.strip():
+        return None, False
+    try:
+        return _loads(s), True
+    except (ValueError, RecursionError):
+        return None, False
+
+
+def assemble(a: Analysis) -> Analysis:
+    """Fill text, tool calls, finish, usage, errors, done and role from ``a.events``."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict] = {}
+    for e in a.events:
+        k = e.kind
+        if e.choice not in (None, 0):
+            continue
+        if k == "text":
+            if e.special:
+                a.special_tokens.append(e.text or "")
+            elif e.channel == "reasoning":
+                reasoning.append(e.text or "")
+            elif e.channel is None:
+                text.append(e.text or "")
+        elif k == "tool_call":
+            idx = e.index if e.index is not None else (max(calls) if calls else 0)
+            c = calls.setdefault(idx, {"id": None, "name": None, "args": []})
+            if e.id and not c["id"]:
+                c["id"] = e.id
+            if e.name and not c["name"]:
+                c["name"] = e.name
+            c["args"].append(e.arguments or "")
+        elif k == "finish":
+            a.finish = Finish(e.reason or "other", e.raw_reason, e.at_ns)
+        elif k == "usage":
+            prev = a.usage
+            a.usage = Usage(
+                e.prompt_tokens if e.prompt_tokens is not None
+                else (prev.prompt_tokens if prev else None),
+                e.completion_tokens if e.completion_tokens is not None
+                else (prev.completion_tokens if prev else None),
+                dict(e.durations or (prev.durations if prev else {})),
+                e.at_ns,
+            )
+        elif k == "error":
+            a.errors.append(e)
+        elif k == "done":
+            a.done = True
+        elif k == "start" and a.role is None:
+            a.role = e.role
+    a.text = "".join(text)
+    a.reasoning = "".join(reasoning)
+    for idx in sorted(calls):
+        c = calls[idx]
+        args = "".join(c["args"])
+        parsed, ok = _parse_json(args)
+        a.tool_calls.append(ToolCall(idx, c["id"], c["name"], args, parsed, ok))
+    return a
+
+
+def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
+    """Parse and normalize one interaction.
+
+    ``shape`` forces a format (one of :data:`SHAPES`); by default it is
+    detected (:func:`detect_shape`). Raises :class:`ShapeError` for an unknown
+    name. Never raises on the body's content.
+    """
+    if shape is not None:
+        check_shape(shape)
+        wire = WIRE_OF_SHAPE[shape]
+    else:
+        shape = detect_shape(ix)
+        wire = wire_of(ix) if shape in ("sse", "ndjson", "raw") else WIRE_OF_SHAPE[shape]
+        if shape == "raw":
+            wire = None
+    body = decoded_body(ix)
+    pieces = body.pieces
+    a = Analysis(shape=shape, wire=wire, pieces=len(ix.chunks), decode_error=body.error)
+    cuts, raw_events = _cut_chars(pieces)
+    a.cut_chars = cuts
+    if wire is None:
+        a.events = raw_events
+        return assemble(a)
+    wires, a.keepalives, a.line_endings, a.partial_tail = wire_events(pieces, wire)
+    a.wire_events = wires
+    a.events_count = len(wires)
+    a.invalid_json = [w.index for w in wires if not w.valid and not w.done]
+    a.events = NORMALIZERS[shape](wires)
+    for w in wires:
+        v = w.value
+        if isinstance(v, dict) and v.get("choices") == [] and v.get("usage") is not None:
+            a.usage_chunk = True
+    srcs_with_content = {e.source for e in a.events if e.is_content}
+    for e in a.events:
+        if e.kind == "start":
+            a.role_chunk = e.source not in srcs_with_content
+            break
+    return assemble(a)

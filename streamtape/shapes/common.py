@@ -1,0 +1,47 @@
+"""Helpers shared by the normalizers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Event, WireEvent
+
+
+def as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def as_str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def ms_to_ns(v: Any) -> int | None:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return round(v * 1_000_000)
+    return None
+
+
+def error_event(w: WireEvent) -> Event | None:
+    """An ``{"error": ...}`` object (any format) as an error event."""
+    v = w.value
+    if isinstance(v, dict):
+        err = v.get("error")
+        if err is not None and err is not False:
+            if isinstance(err, dict | str):
+                return Event(w.at_ns, "error", error=err, source=w.index)
+            return Event(w.at_ns, "error", error=str(err), source=w.index)
+        if v.get("type") == "error" or w.type == "error":
+            return Event(w.at_ns, "error", error=v, source=w.index)
+    elif w.type == "error":
+        return Event(w.at_ns, "error", error=w.data, source=w.index)
+    return None
+
+
+def done_event(w: WireEvent) -> Event:
+    return Event(w.at_ns, "done", source=w.index)
