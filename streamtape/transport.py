@@ -75,19 +75,6 @@ __all__ = [
 
 PROFILE_HEADER = "x-streamtape-profile"
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "content-length",
-        "te",
-        "trailer",
-        "upgrade",
-    }
-)
-
 # --------------------------------------------------------------------------
 # The pure part: what to play, and when.
 
@@ -147,43 +134,15 @@ class Plan:
     head_at_ns: int
     steps: tuple[Any, ...]
 
-    @property
-    def body_size(self) -> int:
-        return sum(len(s.data) for s in self.steps if s.kind == "send")
+    def header(self, name: str) -> str | None:
+        lname = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lname), None)
 
-    @property
-    def ending(self) -> str:
-        for s in reversed(self.steps):
-            if s.kind in ("end", "cut", "reset"):
-                return s.kind
-        return "end"
-
-    def content_length(self) -> int:
-        """The Content-Length to announce on content-length framing.
-
-        A clean end announces what is sent; a cut or reset announces the
-        recorded length (or one more than was sent), so the client can tell.
-        """
-        sent = self.body_size
-        if self.ending == "end":
-            return sent
-        recorded = 0
-        ix = self.interaction
-        if ix is not None and ix.response is not None:
-            raw = ix.response.header("content-length")
-            recorded = int(raw) if raw and raw.strip().isdigit() else len(ix.response.body)
-        return max(recorded, sent + 1)
-
-    def wire_headers(self, *, http1: bool = False) -> list[tuple[str, str]]:
-        """Recorded headers with hop-by-hop ones recomputed for this framing."""
-        out = [(k, v) for k, v in self.headers if k.lower() not in HOP_BY_HOP]
-        framing = self.framing
-        if framing in ("chunked", "frames"):
-            if http1 or framing == "chunked":
-                out.append(("Transfer-Encoding", "chunked"))
-        elif framing == "content-length":
-            out.append(("Content-Length", str(self.content_length())))
-        else:  # close-delimited
+    def wire_headers(self) -> list[tuple[str, str]]:
+        """The headers to send: the schedule's (hop-by-hop ones already recomputed
+        for its framing), plus ``Connection: close`` on a close-delimited body."""
+        out = list(self.headers)
+        if self.framing == "close-delimited" and self.header("connection") is None:
             out.append(("Connection", "close"))
         return out
 
@@ -202,7 +161,7 @@ def _no_match_plan(message: str) -> Plan:
         profile="",
         status=404,
         reason="Not Found",
-        headers=(("Content-Type", "application/json"),),
+        headers=(("Content-Type", "application/json"), ("Content-Length", str(len(body)))),
         framing="content-length",
         head_at_ns=0,
         steps=(_Step(0, "send", body), _Step(0, "end")),
@@ -303,8 +262,6 @@ class Replayer:
             if self.no_match == "raise":
                 raise
             return _no_match_plan(str(e))
-        if ix.response is None:
-            return Plan(ix, text, 0, "", (), "close-delimited", 0, ())
         sched = prof.schedule(ix, seed=self.seed)
         return Plan(
             interaction=ix,
@@ -374,7 +331,7 @@ def _cut_message(plan: Plan, sent: int) -> str:
     if plan.framing == "content-length":
         return (
             "peer closed connection without sending complete message body: "
-            f"received {sent} bytes, expected {plan.content_length()}"
+            f"received {sent} bytes, expected {plan.header('content-length')}"
         )
     return "peer closed connection without sending complete message body: incomplete chunked read"
 
@@ -470,10 +427,16 @@ def _stream_classes(pkg_name: str) -> tuple[type, type]:
 
 def _head_error(pkg: Any, plan: Plan, request: Any, read_ns: int | None) -> tuple[int, Exception | None]:
     """When the head is due, or (when, exception) if the client fails first."""
-    ix = plan.interaction
-    if plan.status == 0:  # no response was recorded: the upstream never answered
-        why = (ix.error if ix is not None else None) or "no response recorded"
-        return 0, pkg.ConnectError(f"recorded upstream gave no response: {why}", request=request)
+    if plan.status == 0:  # no response head was recorded: the server hangs up first
+        end = plan.steps[-1] if plan.steps else None
+        at = end.at_ns if end is not None else 0
+        if read_ns is not None and at > read_ns:
+            return read_ns, pkg.ReadTimeout("timed out", request=request)
+        if end is not None and end.kind == "reset":
+            return at, pkg.ReadError(_RESET_MESSAGE, request=request)
+        return at, pkg.RemoteProtocolError(
+            "Server disconnected without sending a response.", request=request
+        )
     if read_ns is not None and plan.head_at_ns > read_ns:
         return read_ns, pkg.ReadTimeout("timed out", request=request)
     return plan.head_at_ns, None
@@ -603,7 +566,7 @@ class _WireSource(io.RawIOBase):
     def __init__(self, plan: Plan, t0: int, realtime: bool, read_ns: int | None):
         super().__init__()
         self._plan, self._t0, self._realtime, self._read_ns = plan, t0, realtime, read_ns
-        self._chunked = plan.framing in ("chunked", "frames")
+        self._chunked = plan.framing == "chunked"
         self._buf = b""
         self._pos = 0
         self._eof = False
@@ -620,7 +583,7 @@ class _WireSource(io.RawIOBase):
     def _head(self) -> bytes:
         plan = self._plan
         lines = [f"HTTP/1.1 {plan.status} {plan.reason or http.client.responses.get(plan.status, '')}"]
-        lines += [f"{k}: {v}" for k, v in plan.wire_headers(http1=True)]
+        lines += [f"{k}: {v}" for k, v in plan.wire_headers()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
 
     def _advance(self) -> None:
@@ -628,7 +591,17 @@ class _WireSource(io.RawIOBase):
             raise self._error
         if self._actions is None:
             plan = self._plan
-            if plan.status == 0:  # the recorded upstream never answered: hang up
+            if plan.status == 0:  # no response head was recorded: hang up first
+                end = plan.steps[-1] if plan.steps else None
+                at = end.at_ns if end is not None else 0
+                if self._read_ns is not None and at > self._read_ns:
+                    self._wait(self._read_ns)
+                    self._error = TimeoutError("timed out")
+                    raise self._error
+                self._wait(at)
+                if end is not None and end.kind == "reset":
+                    self._error = ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+                    raise self._error
                 self._eof = True
                 return
             if self._read_ns is not None and plan.head_at_ns > self._read_ns:
