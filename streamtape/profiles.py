@@ -845,10 +845,14 @@ class _Scheduler:
         if framing == CHUNKED:
             kept.append(("Transfer-Encoding", "chunked"))
         elif framing == CONTENT_LENGTH:
-            if terminal == END or not (recorded_length or "").strip().isdigit():
-                length = str(sent) if terminal == END else str(max(sent + 1, len(self.body)))
-            else:
-                length = recorded_length.strip()  # type: ignore[union-attr]
+            no_body = self.ix.request.method.upper() == "HEAD" or resp.status in (204, 304)
+            if no_body and recorded_length is not None:
+                length = recorded_length.strip()  # the length of the body not sent
+            elif terminal == END:
+                length = str(sent)
+            else:  # a cut: declare more than is sent, so the client sees a short body
+                rec = (recorded_length or "").strip()
+                length = str(max(int(rec) if rec.isdigit() else 0, sent + 1))
             kept.append(("Content-Length", length))
         elif framing != CLOSE_DELIMITED:
             framing = CHUNKED

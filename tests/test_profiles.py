@@ -1,0 +1,609 @@
+"""Profiles: parsing, chunkings, latencies, faults and the properties every schedule keeps.
+
+Everything here is pure: schedules are computed and inspected, nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from streamtape import Chunk, Interaction, ProfileError, Request, Response
+from streamtape.profiles import (
+    ADVERSARIAL,
+    PRESETS,
+    SYNTAX,
+    Schedule,
+    Step,
+    parse_profile,
+)
+from streamtape.shapes import event_spans
+
+MS = 1_000_000
+S = 1_000_000_000
+
+# --------------------------------------------------------------------------
+# Building interactions
+
+
+def sse_event(text: str) -> bytes:
+    doc = {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
+    return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
+
+
+def interaction(
+    pieces: list[bytes],
+    *,
+    gap_ns: int = 10 * MS,
+    first_ns: int = 20 * MS,
+    head_ns: int = 5 * MS,
+    content_type: str = "text/event-stream",
+    framing: str = "chunked",
+    outcome: str = "complete",
+    end_ns: int | None = None,
+    extra_headers: tuple[tuple[str, str], ...] = (),
+    times: list[int] | None = None,
+    url: str = "http://upstream.test/v1/chat/completions",
+) -> Interaction:
+    if times is None:
+        times = [first_ns + i * gap_ns for i in range(len(pieces))]
+    chunks = tuple(Chunk(t, d) for t, d in zip(times, pieces, strict=True))
+    last = times[-1] if times else head_ns
+    headers = (("Content-Type", content_type), *extra_headers)
+    if framing == "chunked":
+        headers += (("Transfer-Encoding", "chunked"),)
+    elif framing == "content-length":
+        headers += (("Content-Length", str(sum(map(len, pieces)))),)
+    return Interaction(
+        Request("POST", url, headers=(("content-type", "application/json"),), body=b'{"stream": true}'),
+        Response(200, "OK", headers=headers, framing=framing, chunks=chunks, headers_at_ns=head_ns),
+        outcome=outcome,
+        end_ns=end_ns if end_ns is not None else last + MS,
+    )
+
+
+def chat(texts: list[str], done: bool = True, **kw) -> Interaction:
+    events = [sse_event(t) for t in texts] + ([b"data: [DONE]\n\n"] if done else [])
+    return interaction(events, **kw)
+
+
+def ndjson(texts: list[str], **kw) -> Interaction:
+    lines = [
+        json.dumps({"model": "m", "message": {"role": "assistant", "content": t}, "done": False}).encode() + b"\n"
+        for t in texts
+    ]
+    lines.append(b'{"model":"m","message":{"role":"assistant","content":""},"done":true}\n')
+    return interaction(lines, content_type="application/x-ndjson", url="http://upstream.test/api/chat", **kw)
+
+
+def sched(profile: str, ix: Interaction, seed: int | None = None) -> Schedule:
+    return parse_profile(profile).schedule(ix, seed=seed)
+
+
+def boundaries(s: Schedule) -> set[int]:
+    out, pos = set(), 0
+    for p in s.pieces:
+        pos += len(p)
+        out.add(pos)
+    return out
+
+
+def check_shape(s: Schedule) -> None:
+    """What every schedule promises its drivers."""
+    assert s.steps, "a schedule has at least its final step"
+    kinds = [st.kind for st in s.steps]
+    assert kinds[-1] in ("end", "cut", "reset")
+    assert all(k == "send" for k in kinds[:-1]), kinds
+    assert all(st.data for st in s.steps[:-1]), "no empty send"
+    times = [s.head_at_ns] + [st.at_ns for st in s.steps]
+    assert times == sorted(times), "steps are in time order and never before the head"
+    assert all(t >= 0 for t in times)
+
+
+# --------------------------------------------------------------------------
+# Strategies
+
+texts = st.text(
+    alphabet=st.sampled_from([*list('ab xyz\n"\\{}'), "é", "ß", "€", "中", "😀", "𝄞", "\r"]),
+    min_size=0,
+    max_size=12,
+)
+
+
+@st.composite
+def split_body(draw, body: bytes) -> list[bytes]:
+    """``body`` cut into non-empty recorded pieces at drawn offsets."""
+    if not body:
+        return []
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(body) - 1)), max_size=12))))
+    cuts = [c for c in cuts if 0 < c < len(body)]
+    points = [0, *cuts, len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(points)]
+
+
+@st.composite
+def recorded_chats(draw) -> Interaction:
+    words = draw(st.lists(texts, min_size=0, max_size=8))
+    done = draw(st.booleans())
+    crlf = draw(st.booleans())
+    body = b"".join(sse_event(w) for w in words) + (b"data: [DONE]\n\n" if done else b"")
+    if crlf:
+        body = body.replace(b"\n\n", b"\r\n\r\n")
+    assume(body)
+    pieces = draw(split_body(body))
+    gaps = draw(st.lists(st.integers(0, 80 * MS), min_size=len(pieces), max_size=len(pieces)))
+    times, t = [], draw(st.integers(0, 50 * MS))
+    head = t
+    for g in gaps:
+        t += g
+        times.append(t)
+    return interaction(pieces, times=times, head_ns=head)
+
+
+@st.composite
+def recorded_bytes(draw) -> Interaction:
+    body = draw(st.binary(min_size=1, max_size=300))
+    pieces = draw(split_body(body))
+    gaps = draw(st.lists(st.integers(0, 80 * MS), min_size=len(pieces), max_size=len(pieces)))
+    times, t = [], 0
+    for g in gaps:
+        t += g
+        times.append(t)
+    return interaction(pieces, times=times, head_ns=0, content_type="application/octet-stream")
+
+
+CHUNKINGS = [
+    "recorded",
+    "bytes:1",
+    "bytes:7",
+    "random:1-16",
+    "random:3-5",
+    "utf8-split",
+    "events",
+    "split-events",
+    "crlf-split",
+    "coalesce:0",
+    "coalesce:50",
+    "whole",
+]
+LATENCIES = ["recorded", "instant", "scale:0.5", "scale:3", "fixed:100:10", "jitter:25"]
+
+PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# --------------------------------------------------------------------------
+# Properties
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_bytes()), chunk=st.sampled_from(CHUNKINGS),
+       latency=st.sampled_from(LATENCIES), seed=st.integers(0, 2**32))
+def test_every_chunking_and_latency_joins_to_exactly_the_recorded_body(ix, chunk, latency, seed):
+    s = sched(f"chunk={chunk};latency={latency}", ix, seed=seed)
+    assert s.body == ix.response.body
+    assert s.ending == "end"
+    check_shape(s)
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_bytes()))
+def test_faithful_reproduces_recorded_pieces_and_offsets_exactly(ix):
+    s = sched("faithful", ix)
+    assert [(st.at_ns, st.data) for st in s.sends] == [(c.at_ns, c.data) for c in ix.chunks]
+    assert s.head_at_ns == ix.response.headers_at_ns
+    assert s.steps[-1] == Step(ix.end_ns, "end")
+    assert s.status == 200
+
+
+@PROPS
+@given(ix=recorded_chats())
+def test_utf8_split_leaves_no_multibyte_character_whole_in_one_piece(ix):
+    s = sched("chunk=utf8-split", ix)
+    cuts = boundaries(s)
+    body = ix.response.body
+    pos = 0
+    for ch in body.decode("utf-8"):
+        n = len(ch.encode())
+        if n > 1:
+            assert any(pos < b < pos + n for b in cuts), f"{ch!r} at {pos} arrived whole"
+        pos += n
+    # and every recorded boundary is kept
+    assert boundaries(sched("faithful", ix)) <= cuts
+
+
+@PROPS
+@given(ix=recorded_chats())
+def test_events_puts_exactly_one_event_in_each_piece(ix):
+    body = ix.response.body
+    spans = event_spans(body, "sse")
+    assume(spans and spans[-1].end == len(body))
+    s = sched("chunk=events", ix)
+    assert s.pieces == [body[sp.start : sp.end] for sp in spans]
+    for piece in s.pieces:
+        assert len(event_spans(piece, "sse")) == 1
+
+
+@PROPS
+@given(ix=recorded_chats())
+def test_split_events_cuts_every_event_inside_its_json(ix):
+    body = ix.response.body
+    s = sched("chunk=split-events", ix)
+    cuts = boundaries(s) | {0}
+    for sp in event_spans(body, "sse"):
+        assert sp.start in cuts and sp.end in cuts
+        seg = body[sp.start : sp.end]
+        if sp.kind == "event":
+            lo, hi = sp.start + seg.index(b"{"), sp.start + seg.rindex(b"}")
+            assert any(lo < b <= hi for b in cuts), seg
+
+
+@PROPS
+@given(ix=recorded_chats())
+def test_crlf_split_cuts_between_every_cr_and_its_lf(ix):
+    body = ix.response.body
+    cuts = boundaries(sched("chunk=crlf-split", ix))
+    for m in re.finditer(rb"\r\n", body):
+        assert m.start() + 1 in cuts
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_bytes()), a=st.integers(1, 10), extra=st.integers(0, 10),
+       seed=st.integers())
+def test_random_chunking_sizes_stay_in_range_and_the_same_seed_gives_the_same_schedule(ix, a, extra, seed):
+    b = a + extra
+    s = sched(f"chunk=random:{a}-{b};latency=jitter:30", ix, seed=seed)
+    sizes = [len(p) for p in s.pieces]
+    assert all(a <= n <= b for n in sizes[:-1])
+    assert 1 <= sizes[-1] <= b
+    assert s == sched(f"chunk=random:{a}-{b};latency=jitter:30", ix, seed=seed)
+    assert s.steps == sched(f"chunk=random:{a}-{b};latency=jitter:30;seed={seed}", ix).steps
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_bytes()), ms=st.integers(0, 200), seed=st.integers())
+def test_jitter_never_reorders_and_delays_each_piece_by_at_most_ms(ix, ms, seed):
+    s = sched(f"latency=jitter:{ms}", ix, seed=seed)
+    assert s.pieces == [c.data for c in ix.chunks]
+    prev = 0
+    for st_, c in zip(s.sends, ix.chunks, strict=True):
+        assert c.at_ns <= st_.at_ns <= c.at_ns + ms * MS
+        assert st_.at_ns >= prev
+        prev = st_.at_ns
+
+
+@PROPS
+@given(ix=recorded_chats(), chunk=st.sampled_from(CHUNKINGS), latency=st.sampled_from(LATENCIES),
+       faults=st.lists(st.sampled_from(["cut:50%", "cut:7B", "reset:30%", "cut-event:1", "stall:1:0.5",
+                                        "keepalive:0.01", "keepalive:0", "drop-done", "slow-headers:30"]),
+                       max_size=3))
+def test_every_schedule_is_well_formed_under_any_mix_of_faults(ix, chunk, latency, faults):
+    n_events = len([s for s in event_spans(ix.response.body, "sse") if s.kind != "comment"])
+    assume(n_events >= 1)
+    text = ";".join([f"chunk={chunk}", f"latency={latency}", *(f"fault={f}" for f in faults)])
+    s = sched(text, ix)
+    check_shape(s)
+    sent = s.body.replace(b": keepalive\r\n\r\n", b"").replace(b": keepalive\n\n", b"")
+    body = ix.response.body
+    if "drop-done" not in faults:
+        assert body.startswith(sent)
+
+
+# --------------------------------------------------------------------------
+# Chunkings, by example
+
+
+def test_bytes_chunking_sends_n_bytes_per_piece_when_the_last_byte_arrived():
+    ix = interaction([b"abcde", b"fgh"], times=[10 * MS, 30 * MS])
+    s = sched("chunk=bytes:3", ix)
+    assert [(st.at_ns, st.data) for st in s.sends] == [
+        (10 * MS, b"abc"),
+        (30 * MS, b"def"),  # its last byte arrived with the second recorded piece
+        (30 * MS, b"gh"),
+    ]
+
+
+def test_coalesce_joins_pieces_within_the_window_of_the_groups_first_piece():
+    ix = interaction([b"a", b"b", b"c", b"d", b"e"], times=[0, 20 * MS, 45 * MS, 60 * MS, 200 * MS], head_ns=0)
+    s = sched("chunk=coalesce:50", ix)
+    assert [(st.at_ns, st.data) for st in s.sends] == [(45 * MS, b"abc"), (60 * MS, b"d"), (200 * MS, b"e")]
+
+
+def test_whole_sends_one_piece_when_the_last_byte_arrived():
+    ix = chat(["a", "b"])
+    s = sched("chunk=whole", ix)
+    assert len(s.sends) == 1 and s.sends[0].at_ns == ix.chunks[-1].at_ns
+
+
+def test_events_chunking_on_ndjson_puts_one_line_in_each_piece():
+    ix = ndjson(["Hel", "lo"])
+    lines = ix.response.body.splitlines(keepends=True)
+    merged = interaction([b"".join(lines)], content_type="application/x-ndjson")
+    assert sched("chunk=events", merged).pieces == lines
+
+
+def test_event_chunkings_on_a_body_without_events_send_it_whole_or_halved():
+    ix = interaction([b'{"a": ', b'"b"}'], content_type="application/json")
+    assert sched("chunk=events", ix).pieces == [b'{"a": "b"}']
+    assert len(sched("chunk=split-events", ix).pieces) == 2
+
+
+def test_crlf_split_on_a_recording_without_crlf_is_the_recorded_chunking():
+    ix = chat(["x", "y"])
+    assert sched("chunk=crlf-split", ix).pieces == [c.data for c in ix.chunks]
+
+
+# --------------------------------------------------------------------------
+# Latency
+
+
+def test_instant_sends_everything_at_zero():
+    s = sched("instant", chat(["a", "b"]))
+    assert s.head_at_ns == 0 and {st.at_ns for st in s.steps} == {0}
+
+
+def test_scale_multiplies_every_time():
+    ix = chat(["a", "b"])
+    s = sched("latency=scale:0.5", ix)
+    assert s.head_at_ns == ix.response.headers_at_ns // 2
+    assert [st.at_ns for st in s.sends] == [c.at_ns // 2 for c in ix.chunks]
+    assert s.steps[-1].at_ns == ix.end_ns // 2
+
+
+def test_fixed_sends_the_first_piece_after_ttft_then_one_every_gap():
+    s = sched("latency=fixed:100:10", chat(["a", "b"]))
+    assert s.head_at_ns == 0
+    assert [st.at_ns for st in s.sends] == [100 * MS, 110 * MS, 120 * MS]
+    assert s.steps[-1] == Step(120 * MS, "end")
+
+
+def test_different_seeds_give_different_random_schedules():
+    ix = chat(["some words " * 5] * 5)
+    a = sched("chunk=random:1-16", ix, seed=1)
+    b = sched("chunk=random:1-16", ix, seed=2)
+    assert a.pieces != b.pieces
+    assert sched("chunk=random:1-16", ix).steps == sched("chunk=random:1-16;seed=0", ix).steps
+
+
+# --------------------------------------------------------------------------
+# Faults
+
+
+def test_cut_percent_closes_without_finishing_after_that_share_of_the_body():
+    ix = chat(["hello", "world"])
+    body = ix.response.body
+    s = sched("fault=cut:50%", ix)
+    assert s.body == body[: len(body) // 2]
+    assert s.ending == "cut"
+    assert s.steps[-1].at_ns == s.sends[-1].at_ns
+
+
+def test_cut_bytes_and_reset_percent():
+    ix = chat(["hello", "world"])
+    s = sched("fault=cut:10B", ix)
+    assert s.body == ix.response.body[:10] and s.ending == "cut"
+    r = sched("fault=reset:100%", ix)
+    assert r.body == ix.response.body and r.ending == "reset"
+    z = sched("fault=cut:0%", ix)
+    assert z.body == b"" and z.steps == (Step(ix.response.headers_at_ns, "cut"),)
+
+
+def test_cut_event_closes_right_after_event_n():
+    ix = chat(["a", "b", "c"])
+    spans = event_spans(ix.response.body, "sse")
+    s = sched("chunk=bytes:5;fault=cut-event:2", ix)
+    assert s.body == ix.response.body[: spans[1].end]
+    assert s.ending == "cut"
+    assert sched("fault=cut-event:0", ix).body == b""
+
+
+def test_the_earliest_truncation_wins_whatever_the_item_order():
+    ix = chat(["a", "b", "c"])
+    a = sched("fault=cut-event:2;fault=reset:5B", ix)
+    b = sched("fault=reset:5B;fault=cut-event:2", ix)
+    assert a.steps == b.steps and a.ending == "reset" and len(a.body) == 5
+
+
+def test_an_event_number_past_the_last_event_is_a_profile_error_naming_the_item():
+    with pytest.raises(ProfileError, match=r"cut-event:9.*only 4 events"):
+        sched("fault=cut-event:9", chat(["a", "b", "c"]))
+    with pytest.raises(ProfileError, match=r"stall:9:1"):
+        sched("fault=stall:9:1", chat(["a"]))
+
+
+def test_event_faults_on_a_body_without_events_are_a_profile_error():
+    ix = interaction([b'{"a": 1}'], content_type="application/json")
+    with pytest.raises(ProfileError, match=r"cut-event:1.*SSE or NDJSON"):
+        sched("fault=cut-event:1", ix)
+
+
+def test_stall_delays_event_n_and_everything_after_it():
+    ix = chat(["a", "b", "c"])
+    s = sched("fault=stall:2:1.5", ix)
+    f = sched("faithful", ix)
+    assert s.pieces == f.pieces
+    assert s.sends[0].at_ns == f.sends[0].at_ns
+    for a, b in zip(s.sends[1:], f.sends[1:], strict=True):
+        assert a.at_ns == b.at_ns + 1500 * MS
+    assert s.steps[-1].at_ns == f.steps[-1].at_ns + 1500 * MS
+
+
+def test_stall_splits_a_piece_so_the_silence_falls_exactly_before_the_event():
+    ix = chat(["a", "b"])
+    merged = interaction([ix.response.body], times=[10 * MS])
+    spans = event_spans(ix.response.body, "sse")
+    s = sched("latency=instant;fault=stall:2:2", merged)
+    assert [(st.at_ns, st.data) for st in s.sends] == [
+        (0, ix.response.body[: spans[1].start]),
+        (2 * S, ix.response.body[spans[1].start :]),
+    ]
+
+
+def test_keepalive_sends_a_comment_after_every_s_seconds_of_silence_at_event_boundaries():
+    ix = chat(["a", "b"], times=[100 * MS, 2_600 * MS, 2_700 * MS], head_ns=0)
+    s = sched("fault=keepalive:1", ix)
+    comments = [st.at_ns for st in s.sends if st.data == b": keepalive\n\n"]
+    assert comments == [1_100 * MS, 2_100 * MS]
+    assert s.body.replace(b": keepalive\n\n", b"") == ix.response.body
+    # the comments sit between events, where SSE allows them
+    assert [sp.kind for sp in event_spans(s.body, "sse")] == ["event", "comment", "comment", "event", "done"]
+
+
+def test_keepalive_zero_puts_a_comment_before_every_event_even_with_instant_latency():
+    ix = chat(["a", "b"])
+    s = sched("adversarial:keepalive", ix)
+    kinds = [sp.kind for sp in event_spans(s.body, "sse")]
+    assert kinds == ["comment", "event", "comment", "event", "comment", "done"]
+
+
+def test_keepalive_never_lands_inside_an_event():
+    ix = chat(["a", "b"], times=[0, 3 * S, 6 * S], head_ns=0)
+    s = sched("chunk=bytes:4;fault=keepalive:0.5", ix)
+    assert s.body.replace(b": keepalive\n\n", b"") == ix.response.body
+    assert all(sp.kind in ("event", "comment", "done") for sp in event_spans(s.body, "sse"))
+    assert event_spans(s.body, "sse")[-1].end == len(s.body)
+
+
+def test_keepalive_leaves_ndjson_alone():
+    ix = ndjson(["a", "b"], gap_ns=3 * S)
+    assert sched("fault=keepalive:1", ix).pieces == sched("faithful", ix).pieces
+
+
+def test_keepalive_uses_crlf_when_the_stream_does():
+    body = b"".join(sse_event(t) for t in "ab").replace(b"\n\n", b"\r\n\r\n")
+    ix = interaction([body])
+    assert b": keepalive\r\n\r\n" in sched("fault=keepalive:0", ix).body
+
+
+def test_drop_done_leaves_out_the_done_marker_and_ends_cleanly():
+    ix = chat(["a", "b"])
+    s = sched("fault=drop-done", ix)
+    assert s.body == ix.response.body.replace(b"data: [DONE]\n\n", b"")
+    assert s.ending == "end"
+    # bytes:1 splits [DONE] over many pieces: all of them go
+    assert sched("chunk=bytes:1;fault=drop-done", ix).body == s.body
+    assert sched("fault=drop-done", ndjson(["a"])).body == ndjson(["a"]).response.body
+
+
+def test_slow_headers_delays_the_head_and_everything_after_it():
+    ix = chat(["a"])
+    s = sched("fault=slow-headers:250", ix)
+    f = sched("faithful", ix)
+    assert s.head_at_ns == f.head_at_ns + 250 * MS
+    assert [st.at_ns for st in s.steps] == [st.at_ns + 250 * MS for st in f.steps]
+
+
+def test_a_recording_whose_upstream_closed_early_replays_with_a_cut_at_its_recorded_end():
+    for outcome in ("upstream_closed", "client_disconnected", "interrupted", "upstream_error"):
+        ix = chat(["a", "b"], done=False, outcome=outcome, end_ns=900 * MS)
+        s = sched("faithful", ix)
+        assert s.steps[-1] == Step(900 * MS, "cut"), outcome
+        assert s.body == ix.response.body
+        assert sched("instant", ix).ending == "cut"
+
+
+def test_a_recording_without_a_response_head_replays_as_no_head_then_a_cut():
+    ix = Interaction(Request("GET", "http://x/"), None, outcome="upstream_error", error="refused", end_ns=3 * MS)
+    s = sched("faithful", ix)
+    assert (s.status, s.framing, s.steps) == (0, "none", (Step(3 * MS, "cut"),))
+
+
+def test_hop_by_hop_headers_are_dropped_and_the_framing_header_is_set():
+    ix = chat(["a"], extra_headers=(("Connection", "keep-alive"), ("Keep-Alive", "timeout=5"), ("X-Request-Id", "r1")))
+    s = sched("faithful", ix)
+    names = [k.lower() for k, _ in s.headers]
+    assert "connection" not in names and "keep-alive" not in names
+    assert names.count("transfer-encoding") == 1 and "x-request-id" in names
+    assert s.framing == "chunked"
+
+
+def test_content_length_is_recomputed_for_a_clean_end_and_overstated_for_a_cut():
+    ix = chat(["a", "b"], framing="content-length")
+    n = len(ix.response.body)
+    assert sched("faithful", ix).header("content-length") == str(n)
+    dropped = sched("fault=drop-done", ix)
+    assert dropped.header("content-length") == str(len(dropped.body))
+    cut = sched("fault=cut:100%", ix)
+    assert int(cut.header("content-length")) > len(cut.body) == n
+
+
+def test_http2_recordings_replay_chunked():
+    ix = chat(["a"], framing="frames")
+    s = sched("faithful", ix)
+    assert s.framing == "chunked" and s.header("transfer-encoding") == "chunked"
+
+
+# --------------------------------------------------------------------------
+# Parsing
+
+
+def test_presets_and_every_adversarial_profile_parse_and_adversarial_ones_are_instant():
+    for text in [*PRESETS, *PRESETS.values(), *ADVERSARIAL.values()]:
+        parse_profile(text)
+    for name, text in ADVERSARIAL.items():
+        p = parse_profile(text)
+        assert p.latency.kind == "instant", name
+        assert parse_profile(f"adversarial:{name}") == parse_profile(text).__class__(
+            text=f"adversarial:{name}", chunk=p.chunk, latency=p.latency, faults=p.faults, seed=p.seed
+        )
+
+
+def test_the_adversarial_set_holds_at_least_the_profiles_the_issue_names():
+    chunks = {parse_profile(t).chunk.text for t in ADVERSARIAL.values()}
+    assert {"bytes:1", "random:1-16", "utf8-split", "split-events", "crlf-split", "coalesce:50", "whole"} <= chunks
+    assert any(f.kind == "keepalive" for t in ADVERSARIAL.values() for f in parse_profile(t).faults)
+
+
+def test_later_items_override_earlier_ones_and_faults_add_up():
+    p = parse_profile("instant;chunk=bytes:1;fault=cut:50%;fault=stall:1:2")
+    assert (p.chunk.kind, p.latency.kind) == ("bytes", "instant")
+    assert [f.kind for f in p.faults] == ["cut", "stall"]
+    assert parse_profile(" chunk = whole ; seed=7 ").seed == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("nosuchpreset", "nosuchpreset"),
+        ("chunk=bytes:0", "chunk=bytes:0"),
+        ("chunk=bytes:x", "chunk=bytes:x"),
+        ("chunk=bites:3", "chunk=bites:3"),
+        ("chunk=random:5-2", "chunk=random:5-2"),
+        ("chunk=random:5", "chunk=random:5"),
+        ("chunk=whole:3", "chunk=whole:3"),
+        ("latency=scale", "latency=scale"),
+        ("latency=fixed:1", "latency=fixed:1"),
+        ("latency=jitter:-3", "latency=jitter:-3"),
+        ("fault=cut:5", "fault=cut:5"),
+        ("fault=cut:150%", "fault=cut:150%"),
+        ("fault=stall:0:1", "fault=stall:0:1"),
+        ("fault=status:200", "fault=status:200"),
+        ("fault=explode", "fault=explode"),
+        ("speed=fast", "speed=fast"),
+        ("seed=abc", "seed=abc"),
+        ("chunk=", "chunk="),
+        ("faithful;fault=nope:1", "fault=nope:1"),
+    ],
+)
+def test_a_malformed_profile_is_one_profile_error_naming_the_bad_item(text, named):
+    with pytest.raises(ProfileError) as e:
+        parse_profile(text)
+    msg = str(e.value)
+    assert named in msg and "\n" not in msg
+
+
+def test_an_empty_profile_is_a_profile_error():
+    with pytest.raises(ProfileError):
+        parse_profile("  ")
+
+
+def test_the_syntax_text_mentions_every_chunking_latency_and_fault():
+    for word in ["recorded", "bytes:N", "random:A-B", "utf8-split", "events", "split-events", "crlf-split",
+                 "coalesce:MS", "whole", "instant", "scale:F", "fixed:TTFT_MS:GAP_MS", "jitter:MS", "cut:P%",
+                 "cut-event:N", "reset:P%", "stall:N:S", "keepalive:S", "error-event:N", "drop-done",
+                 "status:CODE", "slow-headers:MS", "seed=N"]:
+        assert word in SYNTAX, word
