@@ -33,7 +33,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 PROFILE_HEADER = "x-streamtape-profile"
+DIRECT_HEADER = "x-streamtape-replay"  # internal: the proxy addon names the interaction
 CONTROL_PREFIX = "/_streamtape/"
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and the framing headers the server owns.
@@ -273,7 +274,11 @@ class ServedRequest:
                 where += f" of {self.source}"
         st = f" {self.status}" if self.status is not None else ""
         prof = f" profile={self.profile}" if self.profile else ""
-        body = f" {self.pieces} pieces {self.bytes} B {self.duration_ns / 1e9:.3f}s" if self.status else ""
+        body = (
+            f" {self.pieces} pieces {self.bytes} B {self.duration_ns / 1e9:.3f}s"
+            if self.interaction is not None
+            else ""
+        )
         detail = f": {self.detail}" if self.detail else ""
         return f"{head}{where}{st}{prof}{body} outcome={self.outcome}{detail}"
 
@@ -305,6 +310,8 @@ class ReplayServer:
     cassettes / paths from which one is built with ``ignore_fields``,
     ``match_headers`` and ``strict``. ``profile`` is a profile text or a
     :class:`~streamtape.profiles.Profile`. ``log`` receives one line per request.
+    ``sources`` names the cassette of each of the matcher's interactions (for
+    the log line) when ``source`` is a Matcher.
 
     Async use: ``await server.start()``, ``server.url``, ``await server.close()``
     (or ``async with``). From synchronous code (tests), ``with server:`` runs it
@@ -322,13 +329,14 @@ class ReplayServer:
         match_headers: Iterable[str] = (),
         strict: bool = False,
         log: Callable[[str], None] | None = None,
+        direct_token: str | None = None,
+        sources: Sequence[str | None] | None = None,
     ) -> None:
         from .match import Matcher
 
         if isinstance(source, Matcher):
             self.matcher = source
-            interactions: list[Interaction] = []
-            names: list[str | None] = []
+            names: list[str | None] = list(sources or [None] * len(source.interactions))
         else:
             interactions, names = _collect(source)
             self.matcher = Matcher(
@@ -337,14 +345,9 @@ class ReplayServer:
                 match_headers=tuple(match_headers),
                 strict=strict,
             )
-        # Where each interaction came from: (index within its cassette, cassette name).
-        self._where: list[tuple[int, str | None]] = []
-        counters: dict[str | None, int] = {}
-        for name in names:
-            n = counters.get(name, 0)
-            counters[name] = n + 1
-            self._where.append((n, name))
+        self._set_where(names)
         self.profile = _as_profile(profile)
+        self.direct_token = direct_token
         self.host = host
         self.port = port
         self.log = log or _log.info
@@ -356,6 +359,20 @@ class ReplayServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed: asyncio.Event | None = None
+
+    def _set_where(self, names: Sequence[str | None]) -> None:
+        # Where each interaction came from: (index within its cassette, cassette name).
+        self._where: list[tuple[int, str | None]] = []
+        counters: dict[str | None, int] = {}
+        for name in names:
+            n = counters.get(name, 0)
+            counters[name] = n + 1
+            self._where.append((n, name))
+
+    def replace_matcher(self, matcher: Any, sources: Sequence[str | None] | None = None) -> None:
+        """Serve from another matcher from the next request on."""
+        self.matcher = matcher
+        self._set_where(list(sources or [None] * len(matcher.interactions)))
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -517,9 +534,13 @@ class ReplayServer:
             return keep_alive
 
         try:
-            index, ix = self.matcher.match_indexed(
-                req.method, self._url(req), tuple(req.headers), req.body
-            )
+            direct = self._direct(req)
+            if direct is not None:
+                index, ix = direct, self.matcher.interactions[direct]
+            else:
+                index, ix = self.matcher.match_indexed(
+                    req.method, self._url(req), tuple(req.headers), req.body
+                )
         except NoMatchError as e:
             self.stats.no_match += 1
             writer.write(simple_response(404, no_match_body(str(e)), keep_alive=keep_alive))
@@ -545,6 +566,20 @@ class ReplayServer:
         done(status=sched.status or None, interaction=n, source=source, profile=ptext, outcome=outcome,
              pieces=pieces, bytes=nbytes, duration_ns=time.perf_counter_ns() - t0)
         return keep
+
+    def _direct(self, req: _Req) -> int | None:
+        """The interaction named by ``X-Streamtape-Replay: TOKEN:INDEX`` (the proxy addon,
+        which matched already), or None."""
+        if self.direct_token is None:
+            return None
+        value = req.header(DIRECT_HEADER)
+        if value is None:
+            return None
+        token, _, index = value.rpartition(":")
+        if token != self.direct_token or not index.isdigit():
+            return None
+        n = int(index)
+        return n if n < len(self.matcher.interactions) else None
 
     def _url(self, req: _Req) -> str:
         if "://" in req.target:

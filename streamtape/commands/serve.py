@@ -1,0 +1,152 @@
+"""``streamtape serve``: play cassettes back over HTTP, or as an HTTP(S) proxy with ``--proxy``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import click
+
+from ..errors import OptionError
+
+
+def _echo(line: str) -> None:
+    click.echo(line)
+    sys.stdout.flush()
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0 picks a free one).")
+@click.option("--profile", default="faithful", show_default=True, metavar="P",
+              help="Replay profile (see 'streamtape profiles'); the X-Streamtape-Profile "
+                   "request header overrides it per request.")
+@click.option("--ignore-field", "ignore_fields", multiple=True, metavar="NAME",
+              help="JSON request-body field ignored when matching (repeatable).")
+@click.option("--match-header", "match_headers", multiple=True, metavar="NAME",
+              help="Request header compared when matching (repeatable).")
+@click.option("--strict", is_flag=True,
+              help="Running out of recorded repeats of a request is a no-match.")
+@click.option("--proxy", is_flag=True,
+              help="Run as an HTTP(S) proxy (mitmproxy) that answers matching requests "
+                   "from the cassettes.")
+@click.option("--passthrough/--refuse-unmatched", "passthrough", default=None,
+              help="With --proxy: send unmatched requests upstream (default) or answer 404.")
+@click.option("--confdir", default=None, metavar="DIR",
+              help="With --proxy: mitmproxy's folder (CA certificate), default ~/.mitmproxy.")
+def serve(
+    paths: tuple[str, ...],
+    host: str,
+    port: int,
+    profile: str,
+    ignore_fields: tuple[str, ...],
+    match_headers: tuple[str, ...],
+    strict: bool,
+    proxy: bool,
+    passthrough: bool | None,
+    confdir: str | None,
+) -> None:
+    """Replay the cassettes in PATH... (files or folders of .tape files) over HTTP.
+
+    Point the client at the server (OPENAI_BASE_URL=http://127.0.0.1:8000/v1).
+    Each request is answered by the matching recording, on the recorded
+    timing and chunk boundaries, under the profile. GET /_streamtape/requests
+    lists the requests received. One line per request; Ctrl-C stops.
+    """
+    from ..cassette import load_many
+    from ..profiles import parse_profile
+
+    if not proxy and passthrough is not None:
+        raise click.UsageError("--passthrough/--refuse-unmatched only apply with --proxy")
+    if not proxy and confdir:
+        raise click.UsageError("--confdir only applies with --proxy")
+    prof = parse_profile(profile)  # ProfileError: one line, exit 2
+    cassettes = load_many(paths)
+    for cas in cassettes:
+        for w in cas.warnings:
+            click.echo(f"streamtape: warning: {w}", err=True)
+    n = sum(len(c) for c in cassettes)
+    if proxy:
+        _serve_proxy(paths, host, port, profile, ignore_fields, match_headers, strict,
+                     passthrough is not False, confdir, n)
+        return
+
+    from ..serve import ReplayServer
+
+    server = ReplayServer(
+        cassettes, profile=prof, host=host, port=port, ignore_fields=ignore_fields,
+        match_headers=match_headers, strict=strict, log=_echo,
+    )
+
+    async def main() -> None:
+        await server.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        click.echo(
+            f"streamtape: replaying {n} interaction{'s' if n != 1 else ''} from "
+            f"{', '.join(paths)} on {server.url} (profile {profile}); Ctrl-C to stop",
+            err=True,
+        )
+        try:
+            await stop.wait()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await server.close()
+
+    asyncio.run(main())
+    st = server.stats
+    click.echo(f"streamtape: stopped; served {st.served} request{'s' if st.served != 1 else ''}, "
+               f"{st.no_match} unmatched", err=True)
+
+
+def _serve_proxy(
+    paths: tuple[str, ...], host: str, port: int, profile: str, ignore_fields: tuple[str, ...],
+    match_headers: tuple[str, ...], strict: bool, passthrough: bool, confdir: str | None, n: int,
+) -> None:
+    from ..mitm import run_proxy
+    from ..mitm_replay import ReplayAddon
+
+    failures: list[str] = []
+    addon = ReplayAddon(on_line=_echo, on_error=failures.append)
+
+    def running(addrs: list[tuple[str, int]]) -> None:
+        if failures:
+            return
+        where = ", ".join(f"{h}:{p}" for h, p in addrs)
+        first = addrs[0]
+        click.echo(
+            f"streamtape: replay proxy on {where} for {n} interaction{'s' if n != 1 else ''} "
+            f"(profile {profile}; unmatched requests "
+            f"{'go upstream' if passthrough else 'get 404'}); "
+            f"HTTPS_PROXY=http://{first[0]}:{first[1]}, trust the mitmproxy CA; Ctrl-C to stop",
+            err=True,
+        )
+
+    options: dict[str, object] = {
+        "streamtape_cassette": list(paths),
+        "streamtape_profile": profile,
+        "streamtape_ignore_fields": list(ignore_fields),
+        "streamtape_match_headers": list(match_headers),
+        "streamtape_strict": "true" if strict else "false",
+        "streamtape_unmatched": "passthrough" if passthrough else "refuse",
+    }
+    if confdir:
+        options["confdir"] = confdir
+    asyncio.run(run_proxy("regular", host, port, [addon], on_running=running, options=options))
+    if failures:
+        raise OptionError(failures[0])
+    s = addon.stats
+    click.echo(
+        f"streamtape: stopped; replayed {s['replayed']}, passed upstream {s['passthrough']}, "
+        f"refused {s['refused']}",
+        err=True,
+    )
+
+
+commands = [serve]

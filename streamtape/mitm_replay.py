@@ -1,0 +1,264 @@
+"""Replay through mitmproxy: answer matching requests from cassettes, pass (or refuse) the rest.
+
+    mitmdump -s addons/replay.py --set streamtape_cassette=FILE [--set streamtape_profile=P]
+
+How a streamed answer gets out of mitmproxy: a response an addon sets in the
+``request`` hook is sent whole (``send_response`` writes headers and the full
+body at once), and the ``.stream`` callable only runs on bytes read from a
+server. So the addon runs a :class:`~streamtape.serve.ReplayServer` on
+127.0.0.1 (a free port, the proxy's own event loop) and, for a request that
+matches, points the flow at it: ``scheme/host/port`` rewritten, plus an
+internal ``X-Streamtape-Replay: TOKEN:INDEX`` header naming the interaction
+the addon matched (so matching and the repeat order happen once, here). The
+flow is streamed (``response.stream = True``), so every step the replay
+server writes on time leaves the proxy as it arrives: the same pieces, the
+same timing, the same profiles, plus the proxy's own ~0.2 ms.
+
+Unmatched requests go upstream untouched (``streamtape_unmatched=passthrough``,
+the default) or get a 404 with an OpenAI-shaped error naming the closest
+recorded request (``refuse``).
+
+Faults cross the proxy as well as a proxy lets them: a cut reaches the client
+as a body that ends without its terminating chunk; a reset is seen by
+mitmproxy, which then closes the client connection (a proxy does not relay
+RSTs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .errors import NoMatchError, OptionError, StreamtapeError
+
+log = logging.getLogger(__name__)
+
+UNMATCHED = ("passthrough", "refuse")
+
+
+def _split(values: Sequence[str] | str) -> list[str]:
+    if isinstance(values, str):
+        values = [values]
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "yes", "1", "on"):
+        return True
+    if v in ("false", "no", "0", "off", ""):
+        return False
+    raise OptionError(f"{name}: expected true or false, got {value!r}")
+
+
+class ReplayAddon:
+    """mitmproxy addon answering matching flows from cassettes (see the module docstring).
+
+    ``on_line`` receives one line per request (served, passed through or
+    refused) and ``on_error`` a configuration failure; without them both go
+    to mitmproxy's log (errors at ERROR level, which makes mitmdump exit at
+    startup). Constructor arguments preset the options for in-process use.
+    """
+
+    def __init__(
+        self,
+        on_line: Callable[[str], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.on_line = on_line
+        self.on_error = on_error
+        self.server: Any = None
+        self.matcher: Any = None
+        self.profile: Any = None
+        self.unmatched = "passthrough"
+        self._names: list[str | None] = []
+        self.failed: str | None = None
+        self._token = secrets.token_hex(8)
+        self._config_key: tuple | None = None
+        self._running = False
+        self.stats = {"replayed": 0, "passthrough": 0, "refused": 0}
+
+    # -- options ----------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "streamtape_cassette", Sequence[str], [],
+            "Cassette files or folders to replay (repeat, or separate with commas).",
+        )
+        loader.add_option(
+            "streamtape_profile", str, "faithful",
+            "Replay profile: a preset name or key=value items (see 'streamtape profiles').",
+        )
+        loader.add_option(
+            "streamtape_ignore_fields", Sequence[str], [],
+            "JSON request-body fields ignored when matching.",
+        )
+        loader.add_option(
+            "streamtape_match_headers", Sequence[str], [],
+            "Request headers compared when matching.",
+        )
+        loader.add_option(
+            "streamtape_strict", str, "false",
+            "true: running out of recorded repeats of a request is a no-match.",
+        )
+        loader.add_option(
+            "streamtape_unmatched", str, "passthrough",
+            "What to do with a request no recording answers: passthrough (send it upstream) "
+            "or refuse (404 naming the closest recording).",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if not any(k.startswith("streamtape_") for k in updated) and self._config_key:
+            return
+        try:
+            self._configure()
+        except StreamtapeError as e:
+            self._fail(str(e))
+            return
+        self.failed = None
+
+    def _configure(self) -> None:
+        from mitmproxy import ctx
+
+        from .cassette import load_many
+        from .match import Matcher
+        from .profiles import parse_profile
+
+        o = ctx.options
+        unmatched = o.streamtape_unmatched.strip().lower()
+        if unmatched not in UNMATCHED:
+            raise OptionError(
+                f"streamtape_unmatched: expected passthrough or refuse, got {o.streamtape_unmatched!r}"
+            )
+        strict = _bool("streamtape_strict", o.streamtape_strict)
+        try:
+            profile = parse_profile(o.streamtape_profile)
+        except StreamtapeError as e:
+            raise OptionError(f"streamtape_profile: {e}") from None
+        paths = _split(o.streamtape_cassette)
+        key = (tuple(paths), tuple(o.streamtape_ignore_fields), tuple(o.streamtape_match_headers),
+               strict)
+        if key != self._config_key:
+            if not paths:
+                raise OptionError("streamtape_cassette: no cassette given "
+                                  "(--set streamtape_cassette=FILE)")
+            try:
+                cassettes = load_many(paths)
+            except StreamtapeError as e:
+                raise OptionError(f"streamtape_cassette: {e}") from None
+            interactions = [ix for cas in cassettes for ix in cas]
+            for cas in cassettes:
+                for w in cas.warnings:
+                    log.warning(f"streamtape: {w}")
+            self.matcher = Matcher(
+                interactions,
+                ignore_fields=_split(o.streamtape_ignore_fields),
+                match_headers=_split(o.streamtape_match_headers),
+                strict=strict,
+            )
+            self._names = [cas.path.name if cas.path else None for cas in cassettes for _ in cas]
+            self._config_key = key
+            if self.server is not None:
+                self.server.replace_matcher(self.matcher, self._names)
+        self.profile = profile
+        self.unmatched = unmatched
+        if self.server is not None:
+            self.server.profile = profile
+
+    def _fail(self, message: str) -> None:
+        self.failed = message
+        if self.on_error:
+            self.on_error(message)
+        else:
+            log.error(f"streamtape: {message}")
+
+    async def running(self) -> None:
+        from mitmproxy import ctx
+
+        from .serve import ReplayServer
+
+        # A --set value mitmproxy could not convert stays in ``deferred`` and
+        # mitmproxy says nothing: say it ourselves.
+        bad = {k: v for k, v in ctx.options.deferred.items() if k.startswith("streamtape_")}
+        for name, value in bad.items():
+            raw = getattr(value, "val", value)
+            shown = raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
+            self._fail(f"invalid value {shown!r} for option {name}")
+        if self.failed is None and self.matcher is None:
+            self._fail("streamtape_cassette: no cassette given (--set streamtape_cassette=FILE)")
+        if self.failed is not None:
+            # Never run on with the addon inactive: an error logged during
+            # startup makes mitmdump exit with status 1; shut down in any case.
+            if not self.on_error:
+                log.error(f"streamtape: replay disabled: {self.failed}")
+            with contextlib.suppress(Exception):
+                ctx.master.shutdown()
+            return
+        # Connect upstream only when a passed-through request needs it: an
+        # offline test must not depend on the recorded host resolving.
+        with contextlib.suppress(Exception):
+            ctx.options.update(connection_strategy="lazy")
+        self.server = ReplayServer(
+            self.matcher,
+            profile=self.profile,
+            host="127.0.0.1",
+            port=0,
+            log=self._line,
+            direct_token=self._token,
+            sources=self._names,
+        )
+        await self.server.start()
+        self._running = True
+
+    async def done(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+            self.server = None
+
+    def _line(self, line: str) -> None:
+        if self.on_line:
+            self.on_line(line)
+        else:
+            log.info(f"streamtape: {line}")
+
+    # -- flows ------------------------------------------------------------------
+
+    def request(self, flow: Any) -> None:
+        from mitmproxy import http
+
+        if self.server is None or self.failed is not None or flow.response is not None:
+            return
+        r = flow.request
+        if r.host in ("127.0.0.1", "localhost") and r.port == self.server.port:
+            return
+        try:
+            index, _ix = self.matcher.match_indexed(
+                r.method, r.pretty_url, list(r.headers.items(multi=True)), r.raw_content or b""
+            )
+        except NoMatchError as e:
+            if self.unmatched == "refuse":
+                from .serve import no_match_body
+
+                flow.response = http.Response.make(
+                    404, no_match_body(str(e)), {"Content-Type": "application/json"}
+                )
+                self.stats["refused"] += 1
+                self._line(f"{r.method} {r.pretty_url} refused (404): {e}")
+            else:
+                self.stats["passthrough"] += 1
+                self._line(f"{r.method} {r.pretty_url} passed upstream: {e}")
+            return
+        self.stats["replayed"] += 1
+        flow.metadata["streamtape_replay"] = index
+        r.headers["X-Streamtape-Replay"] = f"{self._token}:{index}"
+        r.scheme = "http"
+        r.host = "127.0.0.1"
+        r.port = self.server.port
+
+    def responseheaders(self, flow: Any) -> None:
+        if "streamtape_replay" in flow.metadata and flow.response is not None:
+            # Forward every piece as it arrives: the replay server already times them.
+            flow.response.stream = True
