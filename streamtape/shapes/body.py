@@ -27,13 +27,14 @@ class DecodedBody:
         return b"".join(p for _, p in self.pieces)
 
 
-def _decompressor(encoding: str) -> Callable[[bytes], bytes] | None:
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(zlib.MAX_WBITS | 32).decompress
-    if encoding == "deflate":
-        return zlib.decompressobj().decompress
+def _decompressor(encoding: str) -> tuple[Callable[[bytes], bytes], Callable[[], bool]] | None:
+    """(decompress, finished) for an encoding, or None when unsupported."""
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        z = zlib.decompressobj(zlib.MAX_WBITS | 32 if encoding != "deflate" else zlib.MAX_WBITS)
+        return z.decompress, lambda: z.eof
     if encoding == "br" and brotli is not None:
-        return brotli.Decompressor().process
+        b = brotli.Decompressor()
+        return b.process, b.is_finished
     return None
 
 
@@ -50,9 +51,10 @@ def decoded_body(ix: Interaction) -> DecodedBody:
     chunks = resp.chunks
     if enc in ("", "identity"):
         return DecodedBody(tuple((c.at_ns, c.data) for c in chunks if c.data), "identity")
-    dec = _decompressor(enc)
-    if dec is None:
+    d_f = _decompressor(enc)
+    if d_f is None:
         return DecodedBody((), enc, f"unsupported content-encoding {enc!r}")
+    dec, finished = d_f
     out: list[tuple[int, bytes]] = []
     for c in chunks:
         try:
@@ -61,4 +63,6 @@ def decoded_body(ix: Interaction) -> DecodedBody:
             return DecodedBody(tuple(out), enc, f"{enc} body is corrupt: {e}")
         if d:
             out.append((c.at_ns, d))
+    if chunks and not finished():
+        return DecodedBody(tuple(out), enc, f"{enc} body ends early (stream cut)")
     return DecodedBody(tuple(out), enc)
