@@ -4,13 +4,14 @@ File layout (all msgpack, one object after another, nothing else)::
 
     header  {"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1764500000.0}
     record  {"t": "begin", "id": 0, "request": {...}, "response": {...} | None, "labels": {...}}
-    record  {"t": "data",  "id": 0, "body": b"...", "sizes": [n, ...], "gaps": [ns, ...]}
+    record  ["d", 0, b"...", [size, ...], [gap_ns, ...]]      (a batch of pieces)
     ...     (data records of concurrent interactions interleave)
     record  {"t": "end",   "id": 0, "outcome": "complete", "error": None, "end_ns": ns}
 
-A ``data`` record carries a batch of pieces compactly: the joined bytes, the
-piece sizes, and each piece's offset as a delta from the previous piece of the
-same interaction (the first delta is from t = 0). Records are appended as they
+A data record carries a batch of pieces compactly, as an array rather than a
+map (it is the one record that repeats): the interaction id, the joined bytes,
+the piece sizes, and each piece's offset as a delta from the previous piece of
+the same interaction (the first delta is from t = 0). Records are appended as they
 happen and every ``end`` is fsynced, so a recorder killed at any point leaves
 every finished interaction readable; an interaction whose ``end`` never made it
 to disk loads with outcome ``interrupted``. A torn last record (the process
@@ -227,22 +228,36 @@ def encode_response_head(r: Response) -> dict[str, Any]:
     }
 
 
-def encode_pieces(chunks: Sequence[Chunk], previous_at_ns: int = 0) -> dict[str, Any]:
-    """A batch of pieces as joined bytes, sizes and delta offsets."""
+DATA = "d"
+
+
+def data_record(rid: int, chunks: Sequence[Chunk], previous_at_ns: int = 0) -> list[Any]:
+    """A batch of pieces: ``["d", id, joined bytes, sizes, gaps]`` (gaps are delta offsets)."""
     gaps = []
     last = previous_at_ns
     for c in chunks:
         gaps.append(c.at_ns - last)
         last = c.at_ns
-    return {
-        "body": b"".join(c.data for c in chunks),
-        "sizes": [len(c.data) for c in chunks],
-        "gaps": gaps,
-    }
+    return [DATA, rid, b"".join(c.data for c in chunks), [len(c.data) for c in chunks], gaps]
 
 
-def decode_pieces(d: dict[str, Any], previous_at_ns: int = 0) -> list[Chunk]:
-    body, sizes, gaps = d["body"], d["sizes"], d["gaps"]
+def record_kind(rec: Any) -> str:
+    """``begin``, ``data`` or ``end`` (``?`` for anything else)."""
+    if isinstance(rec, list) and rec and rec[0] == DATA:
+        return "data"
+    if isinstance(rec, dict):
+        return str(rec.get("t", "?"))
+    return "?"
+
+
+def record_id(rec: Any) -> Any:
+    return rec[1] if isinstance(rec, list) else rec["id"]
+
+
+def decode_pieces(rec: list[Any], previous_at_ns: int = 0) -> list[Chunk]:
+    if len(rec) != 5:
+        raise ValueError("malformed data record")
+    _, _, body, sizes, gaps = rec
     if len(sizes) != len(gaps) or sum(sizes) != len(body):
         raise ValueError("piece sizes do not add up to the data")
     out = []
@@ -255,9 +270,9 @@ def decode_pieces(d: dict[str, Any], previous_at_ns: int = 0) -> list[Chunk]:
     return out
 
 
-def interaction_records(ix: Interaction, rid: int) -> list[dict[str, Any]]:
+def interaction_records(ix: Interaction, rid: int) -> list[Any]:
     """The records that store a finished interaction (used to write whole cassettes)."""
-    recs: list[dict[str, Any]] = [
+    recs: list[Any] = [
         {
             "t": "begin",
             "id": rid,
@@ -267,7 +282,7 @@ def interaction_records(ix: Interaction, rid: int) -> list[dict[str, Any]]:
         }
     ]
     if ix.chunks:
-        recs.append({"t": "data", "id": rid, **encode_pieces(ix.chunks)})
+        recs.append(data_record(rid, ix.chunks))
     recs.append({"t": "end", "id": rid, "outcome": ix.outcome, "error": ix.error, "end_ns": ix.end_ns})
     return recs
 
@@ -345,7 +360,7 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     return header
 
 
-def read_records(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], int, int]:
+def read_records(path: Path) -> tuple[dict[str, Any], list[Any], int, int]:
     """Header, records, the byte offset where valid data ends, and the file size.
 
     Raises :class:`CassetteError` for anything but a torn last record.
@@ -402,8 +417,8 @@ def load(path: str | os.PathLike[str]) -> Cassette:
     order: list[_Building] = []
     for n, rec in enumerate(records, start=1):
         try:
-            kind = rec["t"]
-            rid = rec["id"]
+            kind = record_kind(rec)
+            rid = record_id(rec)
             if kind == "begin":
                 if rid in building:
                     raise ValueError(f"interaction id {rid} begins twice")
@@ -472,7 +487,7 @@ class CassetteWriter:
         self.dropped_tail = 0
         if self.path.exists() and self.path.stat().st_size > 0:
             _header, records, good_end, size = read_records(self.path)
-            ids = [r.get("id", -1) for r in records if isinstance(r, dict)]
+            ids = [record_id(r) for r in records if record_kind(r) != "?"]
             self.next_id = max([i for i in ids if isinstance(i, int)], default=-1) + 1
             self._f: BinaryIO = open(self.path, "r+b")  # noqa: SIM115
             if good_end < size:
@@ -493,16 +508,16 @@ class CassetteWriter:
         self.next_id += 1
         return rid
 
-    def _write(self, records: Sequence[dict[str, Any]], sync: bool) -> None:
+    def _write(self, records: Sequence[Any], sync: bool) -> None:
         packer = msgpack.Packer(use_bin_type=True)
         self._f.write(b"".join(packer.pack(r) for r in records))
         self._f.flush()
         if sync:
             os.fsync(self._f.fileno())
 
-    def write(self, records: Sequence[dict[str, Any]], sync: bool = False) -> None:
+    def write(self, records: Sequence[Any], sync: bool = False) -> None:
         """Append records in one write; fsync when ``sync`` (always for an ``end``)."""
-        self._write(records, sync or any(r.get("t") == "end" for r in records))
+        self._write(records, sync or any(record_kind(r) == "end" for r in records))
 
     def add(self, ix: Interaction) -> None:
         """Append a whole finished interaction."""
@@ -539,7 +554,7 @@ class BackgroundWriter:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.writer = CassetteWriter(path)
         self._cond = threading.Condition()
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[Any] = []
         self._closing = False
         self._submitted = 0
         self._written = 0
@@ -554,7 +569,7 @@ class BackgroundWriter:
     def new_id(self) -> int:
         return self.writer.new_id()
 
-    def submit(self, records: Sequence[dict[str, Any]]) -> None:
+    def submit(self, records: Sequence[Any]) -> None:
         with self._cond:
             self._pending.extend(records)
             self._submitted += len(records)

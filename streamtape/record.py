@@ -10,8 +10,11 @@ A capture front end (the mitmproxy addon) calls, per flow::
 and ``tick(now_ns)`` now and then. Records go to ``sink`` (a callable taking a
 list of record dicts, for example :meth:`BackgroundWriter.submit`): a ``begin``
 record when the response head arrives, ``data`` records with batches of pieces
-no older than ``flush_ns`` (so a killed recorder loses at most that much of an
-unfinished stream), and an ``end`` record.
+(so a killed recorder loses at most ``max_flush_ns`` of an unfinished stream),
+and an ``end`` record. A batch goes out once its oldest piece is ``flush_ns``
+old and it holds ``min_batch`` pieces, or once it is ``max_flush_ns`` old:
+small batches cost record overhead, and 20-byte pieces must stay under 1.5x
+their size on disk.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .cassette import (
     Interaction,
     Request,
     Response,
-    encode_pieces,
+    data_record,
     encode_request,
     encode_response_head,
     header_value,
@@ -187,11 +190,10 @@ class _Flight:
     chunks: list[Chunk] = field(default_factory=list)
     unsent: list[Chunk] = field(default_factory=list)
     last_sent_at: int = 0
-    flushed_at: int = 0
     unsent_bytes: int = 0
 
 
-Sink = Callable[[list[dict[str, Any]]], None]
+Sink = Callable[[list[Any]], None]
 
 
 class Recorder:
@@ -205,6 +207,8 @@ class Recorder:
         redaction: Redaction | None = None,
         labels: dict[str, str] | None = None,
         flush_ns: int = 100_000_000,
+        max_flush_ns: int = 1_000_000_000,
+        min_batch: int = 8,
         flush_bytes: int = 256 * 1024,
     ) -> None:
         self.sink = sink
@@ -212,6 +216,8 @@ class Recorder:
         self.redaction = redaction or Redaction()
         self.labels = dict(labels or {})
         self.flush_ns = flush_ns
+        self.max_flush_ns = max_flush_ns
+        self.min_batch = min_batch
         self.flush_bytes = flush_bytes
         self._flights: dict[object, _Flight] = {}
 
@@ -266,23 +272,27 @@ class Recorder:
         f.chunks.append(c)
         f.unsent.append(c)
         f.unsent_bytes += len(data)
-        if f.unsent_bytes >= self.flush_bytes or c.at_ns - f.flushed_at >= self.flush_ns:
+        age = c.at_ns - f.unsent[0].at_ns
+        if (
+            f.unsent_bytes >= self.flush_bytes
+            or age >= self.max_flush_ns
+            or (age >= self.flush_ns and len(f.unsent) >= self.min_batch)
+        ):
             self._flush(f)
 
     def _flush(self, f: _Flight) -> None:
         if not f.unsent or f.rid is None:
             return
-        rec = {"t": "data", "id": f.rid, **encode_pieces(f.unsent, f.last_sent_at)}
+        rec = data_record(f.rid, f.unsent, f.last_sent_at)
         f.last_sent_at = f.unsent[-1].at_ns
-        f.flushed_at = f.last_sent_at
         f.unsent = []
         f.unsent_bytes = 0
         self.sink([rec])
 
     def tick(self, now_ns: int) -> None:
-        """Hand off pieces that have waited longer than ``flush_ns``."""
+        """Hand off pieces that have waited longer than ``max_flush_ns``."""
         for f in self._flights.values():
-            if f.unsent and now_ns - f.t0_ns - f.unsent[0].at_ns >= self.flush_ns:
+            if f.unsent and now_ns - f.t0_ns - f.unsent[0].at_ns >= self.max_flush_ns:
                 self._flush(f)
 
     def finish(self, key: object, outcome: str, error: str | None, now_ns: int) -> Interaction | None:

@@ -1,0 +1,217 @@
+"""The .tape format: round trips, compactness, crash recovery and every kind of bad file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streamtape
+from streamtape import CassetteError, Chunk, Interaction, Request, Response
+from streamtape.cassette import (
+    FORMAT_VERSION,
+    BackgroundWriter,
+    CassetteWriter,
+    load_many,
+    record_kind,
+)
+from streamtape.record import Recorder, Redaction
+
+
+def make_ix(n: int = 3, size: int = 20, gap_ns: int = 10_000_000, **kw) -> Interaction:
+    chunks = tuple(Chunk(1_000_000 + i * gap_ns, bytes([65 + i % 26]) * size) for i in range(n))
+    return Interaction(
+        Request("POST", "http://127.0.0.1:8080/v1/chat/completions", headers=(("A", "1"), ("A", "2")), body=b'{"x":1}', started_at=1.5),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), chunks=chunks, headers_at_ns=900_000),
+        end_ns=chunks[-1].at_ns + 5 if chunks else 7,
+        labels={"backend": "vllm"},
+        **kw,
+    )
+
+
+def test_round_trip_keeps_every_field_and_duplicate_headers(tmp_path: Path) -> None:
+    ix = make_ix()
+    p = tmp_path / "a.tape"
+    streamtape.save(p, [ix, make_ix(1, outcome="upstream_closed", error="incomplete chunked read")])
+    cas = streamtape.load(p)
+    assert len(cas) == 2 and cas.warnings == []
+    assert cas[0] == ix
+    assert cas[0].request.headers == (("A", "1"), ("A", "2"))
+    assert cas[0].response.body == b"".join(c.data for c in ix.chunks)
+    assert cas[1].outcome == "upstream_closed" and cas[1].error == "incomplete chunked read"
+    assert cas.header["format"] == "streamtape" and cas.header["version"] == FORMAT_VERSION
+    assert cas.header["writer"] == streamtape.__version__ and cas.header["created"] > 0
+
+
+def test_interaction_without_response_round_trips(tmp_path: Path) -> None:
+    ix = Interaction(Request("GET", "http://h/x"), None, "upstream_error", "connection refused", 3, {})
+    p = tmp_path / "n.tape"
+    streamtape.save(p, [ix])
+    assert streamtape.load(p)[0] == ix
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 10**10), st.binary(max_size=50)), max_size=40),
+)
+def test_any_timeline_round_trips_exactly(tmp_path_factory, pieces) -> None:
+    at = 0
+    chunks = []
+    for gap, data in pieces:
+        at += gap
+        chunks.append(Chunk(at, data))
+    ix = Interaction(Request("GET", "http://h/"), Response(200, chunks=tuple(chunks)), end_ns=at)
+    p = tmp_path_factory.mktemp("h") / "h.tape"
+    streamtape.save(p, [ix])
+    assert streamtape.load(p)[0].chunks == tuple(chunks)
+
+
+@pytest.mark.parametrize("gap_ns", [100_000, 30_000_000, 300_000_000])
+def test_ten_thousand_twenty_byte_pieces_cost_less_than_one_and_a_half_times_the_body(tmp_path: Path, gap_ns: int) -> None:
+    # Written the way the recorder writes: batches of pieces as they age.
+    p = tmp_path / "big.tape"
+    w = BackgroundWriter(p)
+    rec = Recorder(w.submit, w.new_id, flush_ns=100_000_000)
+    rec.begin(1, Request("POST", "http://h/v1/chat/completions"), 0)
+    rec.response_headers(1, 200, "OK", "HTTP/1.1", (("Content-Type", "text/event-stream"),), 1000)
+    for i in range(10_000):
+        rec.piece(1, b"data: %012d\n\n" % i, 2_000_000 + i * gap_ns)  # 20 bytes each
+    rec.finish(1, "complete", None, 10**13)
+    w.close()
+    (ix,) = streamtape.load(p)
+    assert len(ix.chunks) == 10_000 and all(len(c.data) == 20 for c in ix.chunks)
+    assert os.path.getsize(p) < 1.5 * 200_000
+
+
+def test_torn_last_record_is_dropped_and_reported(tmp_path: Path) -> None:
+    p = tmp_path / "t.tape"
+    streamtape.save(p, [make_ix(), make_ix()])
+    whole = p.read_bytes()
+    for cut in (1, 7, 40):
+        p.write_bytes(whole[:-cut])
+        cas = streamtape.load(p)
+        assert len(cas) == 2
+        # The last record was the second interaction's end: it loads as interrupted.
+        assert cas[0].outcome == "complete" and cas[1].outcome == "interrupted"
+        assert len(cas.warnings) == 1 and "torn last record" in cas.warnings[0] and str(p) in cas.warnings[0]
+
+
+def test_every_prefix_of_a_cassette_loads_or_fails_cleanly(tmp_path: Path) -> None:
+    p = tmp_path / "prefix.tape"
+    streamtape.save(p, [make_ix(5), make_ix(2)])
+    whole = p.read_bytes()
+    for n in range(1, len(whole)):
+        p.write_bytes(whole[:n])
+        try:
+            cas = streamtape.load(p)
+        except CassetteError as e:
+            assert "not a streamtape cassette" in str(e)  # only a torn header may fail
+            continue
+        assert len(cas) <= 2
+        for ix in cas:
+            assert ix.outcome in ("complete", "interrupted")
+
+
+def test_appending_to_an_existing_cassette_keeps_what_was_there(tmp_path: Path) -> None:
+    p = tmp_path / "ap.tape"
+    streamtape.save(p, [make_ix(2)])
+    with open(p, "ab") as f:  # a torn tail, as a killed recorder leaves
+        f.write(b"\x85\xa1t\xa4da")
+    w = CassetteWriter(p)
+    assert w.dropped_tail == 6
+    w.add(make_ix(3))
+    w.close()
+    cas = streamtape.load(p)
+    assert [len(ix.chunks) for ix in cas] == [2, 3]
+    assert cas.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such cassette file"),
+        (b"", "empty file"),
+        (b"hello, I am a text file\n", "not a streamtape cassette"),
+        (msgpack.packb({"format": "vcr", "version": 1}), "not a streamtape cassette"),
+        (msgpack.packb({"format": "streamtape", "version": FORMAT_VERSION + 1}), "format version 2 is newer"),
+        (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb(["d", 9, b"", [], []]), "unknown interaction id 9"),
+        (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb({"t": "begin", "id": 0}), "corrupt cassette: record 1"),
+        (msgpack.packb({"format": "streamtape", "version": 1}) + b"\xc1" * 8, "corrupt cassette"),
+    ],
+)
+def test_bad_files_raise_one_error_naming_the_file_and_the_problem(tmp_path: Path, content: bytes | None, message: str) -> None:
+    p = tmp_path / "bad.tape"
+    if content is not None:
+        p.write_bytes(content)
+    with pytest.raises(CassetteError) as e:
+        streamtape.load(p)
+    assert message in str(e.value)
+    assert str(p) in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_data_in_the_middle_that_does_not_add_up_is_corrupt(tmp_path: Path) -> None:
+    p = tmp_path / "m.tape"
+    recs = [
+        {"format": "streamtape", "version": 1},
+        {"t": "begin", "id": 0, "request": {"method": "GET", "url": "http://h/", "http_version": "HTTP/1.1", "headers": [], "body": b"", "started_at": 0.0}, "response": None, "labels": {}},
+        ["d", 0, b"abc", [5], [1]],
+    ]
+    p.write_bytes(b"".join(msgpack.packb(r, use_bin_type=True) for r in recs))
+    with pytest.raises(CassetteError, match="sizes do not add up"):
+        streamtape.load(p)
+
+
+def test_load_many_reads_folders_sorted_and_rejects_an_empty_folder(tmp_path: Path) -> None:
+    streamtape.save(tmp_path / "b.tape", [make_ix(2)])
+    streamtape.save(tmp_path / "a.tape", [make_ix(1)])
+    cass = load_many([tmp_path])
+    assert [c.path.name for c in cass] == ["a.tape", "b.tape"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CassetteError, match="holds no .tape"):
+        load_many([empty])
+
+
+def test_recorder_redacts_before_anything_reaches_the_sink() -> None:
+    records: list[dict] = []
+    rec = Recorder(records.extend, iter(range(100)).__next__, redaction=Redaction.build(body_fields=["password"]))
+    rec.begin(
+        "f",
+        Request("POST", "http://h/v1?api_key=s1&token=s2&keep=1", headers=(("Authorization", "s3"), ("Api-Key", "s4"), ("Content-Type", "application/json")), body=b'{"a": {"password": "s5"}}'),
+        0,
+    )
+    rec.response_headers("f", 200, "OK", "HTTP/1.1", (("Set-Cookie", "s6"),), 10)
+    rec.piece("f", b"data: x\n\n", 20)
+    rec.finish("f", "complete", None, 30)
+    blob = msgpack.packb(records, use_bin_type=True)
+    for s in (b"s1", b"s2", b"s3", b"s4", b"s5", b"s6"):
+        assert s not in blob
+    assert b"keep=1" in blob
+
+
+def test_recorder_hands_off_pieces_in_batches_no_older_than_the_longest_flush_interval() -> None:
+    records: list = []
+    kinds = lambda: [record_kind(r) for r in records]  # noqa: E731
+    rec = Recorder(records.extend, iter(range(100)).__next__, flush_ns=100, max_flush_ns=1000, min_batch=3)
+    rec.begin("f", Request("GET", "http://h/"), 0)
+    rec.response_headers("f", 200, "OK", "HTTP/1.1", (), 1)
+    rec.piece("f", b"a", 10)
+    rec.piece("f", b"b", 20)
+    rec.piece("f", b"c", 50)
+    assert kinds() == ["begin"]  # 40 ns old: still batched
+    rec.piece("f", b"d", 150)  # 140 ns old and 4 pieces: out it goes
+    assert kinds() == ["begin", "data"] and records[1][3] == [1] * 4
+    rec.piece("f", b"e", 300)
+    rec.tick(900)
+    assert kinds() == ["begin", "data"]  # a lone piece waits for company...
+    rec.tick(1300)
+    assert kinds() == ["begin", "data", "data"]  # ...but never longer than max_flush_ns
+    rec.piece("f", b"y", 1400)
+    out = rec.close(1500)
+    assert out[0].outcome == "interrupted" and b"".join(c.data for c in out[0].chunks) == b"abcdey"
+    assert kinds() == ["begin", "data", "data", "data", "end"]
