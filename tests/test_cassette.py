@@ -173,7 +173,7 @@ def test_load_many_reads_folders_sorted_and_rejects_an_empty_folder(tmp_path: Pa
     assert [c.path.name for c in cass] == ["a.tape", "b.tape"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(CassetteError, match="holds no .tape"):
+    with pytest.raises(CassetteError, match=r"holds no \.tape"):
         load_many([empty])
 
 
