@@ -1,0 +1,167 @@
+"""streamtape.clock: absolute perf_counter_ns deadlines, sub-millisecond, one scheduler per loop."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import threading
+import time
+
+import pytest
+
+from streamtape import clock
+from streamtape.clock import sleep_until, sleep_until_sync
+
+MS = 1_000_000
+now = time.perf_counter_ns
+
+
+async def _errors(n: int, gap_ns: int) -> list[int]:
+    """Lateness of ``n`` waits on a grid of absolute deadlines ``gap_ns`` apart."""
+    t0 = now()
+    out = []
+    for i in range(1, n + 1):
+        d = t0 + i * gap_ns
+        await sleep_until(d)
+        out.append(now() - d)
+    return out
+
+
+async def test_never_returns_before_the_deadline() -> None:
+    errs = await _errors(60, 2 * MS)
+    assert min(errs) >= 0
+
+
+@pytest.mark.realtime
+async def test_wakes_well_under_a_millisecond_late_where_asyncio_sleep_rounds_up() -> None:
+    errs = await _errors(80, 5 * MS)
+    # asyncio's own timers wake up to 1 ms late (0.5 ms on average) on Linux.
+    assert statistics.median(errs) < 0.35 * MS, errs
+
+
+@pytest.mark.realtime
+async def test_deadlines_are_absolute_so_error_does_not_accumulate() -> None:
+    t0 = now()
+    for i in range(1, 201):
+        await sleep_until(t0 + i * MS)
+        # Work that eats most of each period must not push later deadlines back.
+        busy_until = now() + int(0.6 * MS)
+        while now() < busy_until:
+            pass
+    assert now() - (t0 + 200 * MS) < 2 * MS
+
+
+async def test_a_past_deadline_returns_at_once_without_suspending() -> None:
+    ran = []
+
+    async def other() -> None:
+        ran.append(True)
+
+    task = asyncio.create_task(other())
+    await sleep_until(now() - 1)
+    assert not ran  # did not yield to the other task
+    await task
+
+
+async def test_concurrent_waits_wake_in_deadline_order() -> None:
+    order: list[int] = []
+    t0 = now() + 3 * MS
+
+    async def wait(i: int, offset_us: int) -> None:
+        await sleep_until(t0 + offset_us * 1000)
+        order.append(i)
+
+    offsets = [900, 100, 500, 300, 700, 200, 800, 400, 600, 0]
+    await asyncio.gather(*(wait(i, off) for i, off in enumerate(offsets)))
+    assert [offsets[i] for i in order] == sorted(offsets)
+
+
+async def test_a_cancelled_wait_does_not_disturb_the_others() -> None:
+    t0 = now()
+    victim = asyncio.create_task(sleep_until(t0 + 5 * MS))
+    survivor = asyncio.create_task(sleep_until(t0 + 10 * MS))
+    await asyncio.sleep(0)
+    victim.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await victim
+    await survivor
+    assert now() >= t0 + 10 * MS
+
+
+@pytest.mark.realtime
+async def test_a_thousand_sleepers_cost_little_cpu() -> None:
+    """Waiting is done by one timer, not by a thousand spinning tasks."""
+    cpu0, t0 = time.process_time(), now()
+
+    async def sleeper(k: int) -> None:
+        start = t0 + (k % 50) * MS // 5  # spread over 10 ms
+        for i in range(1, 6):
+            await sleep_until(start + i * 40 * MS)
+
+    await asyncio.gather(*(sleeper(k) for k in range(1000)))
+    wall = (now() - t0) / 1e9
+    cpu = time.process_time() - cpu0
+    assert wall >= 0.2
+    assert cpu < 0.6 * wall, (cpu, wall)
+
+
+def test_each_event_loop_gets_its_own_scheduler() -> None:
+    results: dict[str, int] = {}
+
+    def run(name: str) -> None:
+        async def main() -> None:
+            d = now() + 5 * MS
+            await sleep_until(d)
+            results[name] = now() - d
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=run, args=(f"t{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(results) == ["t0", "t1", "t2"]
+    assert all(v >= 0 for v in results.values())
+
+
+@pytest.mark.realtime
+def test_portable_fallback_is_also_sub_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clock, "_TIMERFD", None)
+
+    async def main() -> list[int]:
+        assert clock.backend() == "timer"
+        return await _errors(40, 5 * MS)
+
+    errs = asyncio.run(main())
+    assert min(errs) >= 0
+    assert statistics.median(errs) < 0.35 * MS, errs
+
+
+@pytest.mark.realtime
+def test_sync_sleep_is_sub_millisecond_and_never_early() -> None:
+    errs = []
+    for _ in range(60):
+        d = now() + 3 * MS
+        sleep_until_sync(d)
+        errs.append(now() - d)
+    assert min(errs) >= 0
+    assert statistics.median(errs) < 0.3 * MS, errs
+
+
+def test_sync_sleep_past_deadline_returns_at_once() -> None:
+    t = now()
+    sleep_until_sync(t - 10 * MS)
+    assert now() - t < MS
+
+
+def test_linux_uses_timerfd() -> None:
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("timerfd is Linux only")
+
+    async def main() -> str:
+        return clock.backend()
+
+    assert asyncio.run(main()) == "timerfd"
