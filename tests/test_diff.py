@@ -1,0 +1,564 @@
+"""``streamtape diff``: pairs recorded through the real recorder (mitmproxy) from scripted
+upstreams on 127.0.0.1, compared on meaning, timing and wire framing; gates; bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+import streamtape
+from streamtape import Chunk, Interaction, Request, Response
+from streamtape.cli import main
+from streamtape.diff import (
+    GateError,
+    body_key,
+    compare,
+    diff_many,
+    json_equal,
+    pair,
+    parse_gate,
+    render_text,
+    result_json,
+)
+from streamtape.errors import OptionError
+from tests.recording import STREAMTAPE, recording
+from tests.servers import SSE_HEADERS, Conn, Received, ScriptedServer, chat_chunk
+
+# ---------------------------------------------------------------------------
+# The scripted backends. One upstream answers every scenario; the scenario is
+# picked by the X-Scenario request header (headers never take part in pairing).
+
+WORDS = ["Hello", " there", ",", " wörld", " & <friends>", "!"]
+TEXT = "".join(WORDS)
+HELLO_BODY = {"model": "m", "messages": [{"role": "user", "content": "Say hello"}], "stream": True}
+TOOLS_BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "Weather in Paris?"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+    "stream": True,
+}
+OLLAMA_BODY = {"model": "llama3.1", "messages": [{"role": "user", "content": "Say hello"}], "stream": True}
+
+
+def sse(obj: dict | str) -> bytes:
+    """One SSE event with UTF-8 JSON (as vLLM and llama.cpp send it, not \\u-escaped)."""
+    payload = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return f"data: {payload}\n\n".encode()
+
+
+def openai_events(words: list[str], finish: str = "stop") -> list[bytes]:
+    return [
+        sse(chat_chunk("", role="assistant")),
+        *(sse(chat_chunk(w)) for w in words),
+        sse(chat_chunk(finish=finish)),
+        sse("[DONE]"),
+    ]
+
+
+def tool_events(call_id: str, fragments: list[str]) -> list[bytes]:
+    def tc(delta: dict, finish: str | None = None) -> bytes:
+        return sse(
+            {
+                "id": "chatcmpl-tools",
+                "object": "chat.completion.chunk",
+                "model": "test-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
+
+    first = {"index": 0, "id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    return [
+        tc({"role": "assistant", "content": None, "tool_calls": [first]}),
+        *(tc({"tool_calls": [{"index": 0, "function": {"arguments": f}}]}) for f in fragments),
+        tc({}, "tool_calls"),
+        sse("[DONE]"),
+    ]
+
+
+def ollama_lines(words: list[str]) -> list[bytes]:
+    lines = [
+        {"model": "llama3.1", "created_at": "2026-08-11T09:00:00Z", "message": {"role": "assistant", "content": w}, "done": False}
+        for w in words
+    ]
+    lines.append(
+        {
+            "model": "llama3.1",
+            "created_at": "2026-08-11T09:00:01Z",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 1290000000,
+            "prompt_eval_count": 7,
+            "eval_count": 6,
+        }
+    )
+    return [json.dumps(x, ensure_ascii=False).encode() + b"\n" for x in lines]
+
+
+def rechunk(data: bytes, size: int) -> list[bytes]:
+    """Pieces of ``size`` bytes, plus one boundary inside the first "ö" (a cut character)."""
+    cut = data.index("ö".encode()) + 1
+    bounds = sorted({0, *range(size, len(data), size), cut, len(data)})
+    return [data[x:y] for x, y in itertools.pairwise(bounds)]
+
+
+def write_chunks(pieces: list[bytes], *, gap: float, headers=SSE_HEADERS, first_delay: float = 0.0):
+    def handle(req: Received, c: Conn) -> None:
+        c.head(200, [*headers, ("Date", "Mon, 30 Nov 2026 12:00:00 GMT"), ("X-Request-Id", req.path + str(id(req)))])
+        if first_delay:
+            c.sleep(first_delay)
+        for i, p in enumerate(pieces):
+            if i and gap:
+                c.sleep(gap)
+            c.chunk(p)
+        c.end_chunks()
+
+    return handle
+
+
+HELLO = openai_events(WORDS)
+NDJSON_HEADERS = [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")]
+
+# name: (path, request body as sent, handler)
+SCENARIOS: dict[str, tuple[str, bytes, Callable]] = {
+    "hello": ("/v1/chat/completions", json.dumps(HELLO_BODY).encode(), write_chunks(HELLO, gap=0.01)),
+    # The same bytes in 61-byte pieces: events cut mid-way, "ö" cut in two. The request
+    # body is the same JSON with other key order and spacing.
+    "hello_rechunked": (
+        "/v1/chat/completions",
+        json.dumps(dict(reversed(HELLO_BODY.items())), indent=2).encode(),
+        write_chunks(rechunk(b"".join(HELLO), 61), gap=0.004, headers=[*SSE_HEADERS, ("X-Served-By", "gateway")]),
+    ),
+    "hello_moon": (
+        "/v1/chat/completions",
+        json.dumps(HELLO_BODY).encode(),
+        write_chunks(openai_events(["Hello", " there", ",", " moon", "!"]), gap=0.01),
+    ),
+    "hello_length": (
+        "/v1/chat/completions",
+        json.dumps(HELLO_BODY).encode(),
+        write_chunks(openai_events(WORDS, finish="length"), gap=0.01),
+    ),
+    "hello_slow": (
+        "/v1/chat/completions",
+        json.dumps(HELLO_BODY).encode(),
+        write_chunks(HELLO, gap=0.01, first_delay=0.3),
+    ),
+    "tools": (
+        "/v1/chat/completions",
+        json.dumps(TOOLS_BODY).encode(),
+        write_chunks(tool_events("call_1", ['{"city": "Par', 'is", "unit": "cel', 'sius", "days": 2}']), gap=0.01),
+    ),
+    "tools_reordered": (
+        "/v1/chat/completions",
+        json.dumps(dict(reversed(TOOLS_BODY.items()))).encode(),
+        write_chunks(tool_events("call_xyz", ['{"days":2,', '"unit":"celsius","city":"Paris"}']), gap=0.01),
+    ),
+    "tools_other_city": (
+        "/v1/chat/completions",
+        json.dumps(TOOLS_BODY).encode(),
+        write_chunks(tool_events("call_2", ['{"city": "Lyon", "unit": "celsius", "days": 2}']), gap=0.01),
+    ),
+    "ollama": ("/api/chat", json.dumps(OLLAMA_BODY).encode(), write_chunks(ollama_lines(WORDS), gap=0.01, headers=NDJSON_HEADERS)),
+}
+
+
+def scripted(req: Received, c: Conn):
+    name = next(v for k, v in req.headers if k.lower() == "x-scenario")
+    return SCENARIOS[name][2](req, c)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every scenario recorded once through ``streamtape record``; one cassette each."""
+    folder = tmp_path_factory.mktemp("diff")
+    everything = folder / "all.tape"
+    with ScriptedServer({"*": scripted}) as up, recording(everything, upstream=up.url) as rec:
+        with httpx.Client(timeout=10) as client:
+            for name, (path, body, _) in SCENARIOS.items():
+                headers = {"Content-Type": "application/json", "X-Scenario": name}
+                with client.stream("POST", rec.url + path, content=body, headers=headers) as r:
+                    assert r.status_code == 200
+                    r.read()
+        rec.wait_lines(len(SCENARIOS))
+    cas = streamtape.load(everything)
+    assert len(cas) == len(SCENARIOS)
+    out = {}
+    for ix in cas:
+        name = ix.request.header("x-scenario")
+        assert ix.outcome == "complete", (name, ix.error)
+        out[name] = folder / f"{name}.tape"
+        streamtape.save(out[name], [ix])
+    return out
+
+
+def one(path: Path) -> Interaction:
+    (ix,) = streamtape.load(path)
+    return ix
+
+
+def run(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The real CLI entry point in-process: exit status, stdout, stderr."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 0), out, err
+
+
+# ---------------------------------------------------------------------------
+# Recorded pairs through the CLI
+
+
+def test_same_text_under_different_chunking_is_the_same_meaning_with_a_different_wire(recorded, capsys) -> None:
+    code, out, err = run("diff", recorded["hello"], recorded["hello_rechunked"], capsys=capsys)
+    assert code == 0, out + err
+    assert "Meaning  same" in out
+    assert "Wire  differs" in out
+    assert "\x1b[" not in out  # not a terminal: plain text
+
+    code, out, _ = run("diff", "--json", recorded["hello"], recorded["hello_rechunked"], capsys=capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["exit_status"] == 0 and doc["same"] is True
+    (p,) = doc["pairs"]
+    assert p["paired_by"] == "request"  # same JSON body, other key order and spacing
+    assert p["meaning"]["text"]["a"] == p["meaning"]["text"]["b"] == TEXT
+    wire = {r["name"]: r for r in p["wire"]["rows"]}
+    assert wire["pieces"]["a"] == len(HELLO)
+    assert wire["pieces"]["b"] == len(rechunk(b"".join(HELLO), 61))
+    assert not wire["pieces"]["same"] and not wire["events per piece"]["same"]
+    assert wire["events"]["same"] and wire["format"]["same"]
+    assert wire["cut characters"]["a"] == 0 and wire["cut characters"]["b"] >= 1
+    # Date and X-Request-Id differ on every response and are left out; X-Served-By is not.
+    assert [h["name"].lower() for h in p["wire"]["headers"]] == ["x-served-by"]
+
+
+def test_different_text_exits_1_and_shows_a_unified_diff(recorded, capsys) -> None:
+    code, out, _ = run("diff", recorded["hello"], recorded["hello_moon"], capsys=capsys)
+    assert code == 1
+    assert "Meaning  differs in text" in out
+    assert "-Hello there, wörld & <friends>!" in out
+    assert "+Hello there, moon!" in out
+    assert "first difference at character 13" in out
+    code, out, _ = run("diff", "--json", recorded["hello"], recorded["hello_moon"], capsys=capsys)
+    text = json.loads(out)["pairs"][0]["meaning"]["text"]
+    assert code == 1 and text["same"] is False
+    assert text["unified_diff"][0].startswith("---") and "+Hello there, moon!" in text["unified_diff"]
+
+
+def test_ignore_text_relaxes_the_verdict(recorded, capsys) -> None:
+    code, out, _ = run("diff", "--ignore", "text", recorded["hello"], recorded["hello_moon"], capsys=capsys)
+    assert code == 0
+    assert "differs (ignored)" in out
+
+
+def test_length_against_stop_differs_in_finish(recorded, capsys) -> None:
+    code, out, _ = run("diff", "--json", recorded["hello"], recorded["hello_length"], capsys=capsys)
+    assert code == 1
+    m = json.loads(out)["pairs"][0]["meaning"]
+    assert m["differs"] == ["finish"]
+    reason = next(c for c in m["finish"]["checks"] if c["name"] == "reason")
+    assert (reason["a"], reason["b"], reason["state"]) == ("stop", "length", "differs")
+    code, out, _ = run("diff", recorded["hello"], recorded["hello_length"], capsys=capsys)
+    assert code == 1 and "differs in finish" in out
+    code, _, _ = run("diff", "--ignore", "finish", recorded["hello"], recorded["hello_length"], capsys=capsys)
+    assert code == 0
+
+
+def test_tool_call_arguments_in_other_key_order_and_fragments_are_equal(recorded, capsys) -> None:
+    code, out, _ = run("diff", "--json", recorded["tools"], recorded["tools_reordered"], capsys=capsys)
+    assert code == 0, out
+    calls = json.loads(out)["pairs"][0]["meaning"]["tool_calls"]
+    assert calls["same"] is True
+    (c,) = calls["calls"]
+    assert c["name_a"] == c["name_b"] == "get_weather"
+    assert c["arguments_a"] == c["arguments_b"] == {"city": "Paris", "unit": "celsius", "days": 2}
+
+
+def test_tool_call_with_other_arguments_differs(recorded, capsys) -> None:
+    code, out, _ = run("diff", recorded["tools"], recorded["tools_other_city"], capsys=capsys)
+    assert code == 1
+    assert "differs in tools" in out and "arguments differ" in out
+    assert '"city": "Lyon"' in out
+
+
+def test_openai_stream_against_ollama_ndjson_compares_meaning_and_timing_and_names_the_format(recorded, capsys) -> None:
+    code, out, _ = run("diff", "--json", recorded["hello"], recorded["ollama"], capsys=capsys)
+    doc = json.loads(out)
+    (p,) = doc["pairs"]
+    assert p["paired_by"] == "only interaction"
+    assert any(d.startswith("path /v1/chat/completions vs /api/chat") for d in p["request_differences"])
+    m = p["meaning"]
+    assert m["text"]["same"] is True and m["text"]["b"] == TEXT
+    reason = next(c for c in m["finish"]["checks"] if c["name"] == "reason")
+    assert reason["a"] == reason["b"] == "stop"
+    # Only Ollama reports token counts here: shown, not counted as a difference.
+    completion = next(c for c in m["usage"]["checks"] if c["name"] == "completion_tokens")
+    assert (completion["a"], completion["b"], completion["state"]) == (None, 6, "info")
+    assert code == 0 and doc["same"] is True
+    wire = {r["name"]: r for r in p["wire"]["rows"]}
+    assert (wire["format"]["a"], wire["format"]["b"]) == ("openai-chat", "ollama-chat")
+    assert (wire["wire"]["a"], wire["wire"]["b"]) == ("sse", "ndjson")
+    assert wire["content type"]["b"] == "application/x-ndjson"
+    timing = {r["metric"]: r for r in p["timing"]}
+    for metric in ("ttfb", "ttft", "p50_gap", "duration"):
+        assert timing[metric]["a"] is not None and timing[metric]["b"] is not None, metric
+        assert timing[metric]["ratio"] is not None
+    code, out, _ = run("diff", recorded["hello"], recorded["ollama"], capsys=capsys)
+    assert "openai-chat" in out and "ollama-chat" in out and "requests differ" in out
+
+
+def test_timing_gates_pass_and_fail_with_exit_status(recorded, capsys) -> None:
+    a, slow = recorded["hello"], recorded["hello_slow"]
+    # B waits 300 ms before its first event; A answers at once.
+    code, out, _ = run("diff", a, slow, "--fail-on", "ttft>1.5x", "--fail-on", "duration>30s", capsys=capsys)
+    assert code == 1, out
+    assert "meaning same" in out and "1 gate(s) failed" in out
+    assert "FAILED" in out
+    code, out, _ = run("diff", "--json", a, slow, "--fail-on", "ttft>+250ms", "--fail-on", "p95_gap>+5s", capsys=capsys)
+    gates = {g["gate"]: g for g in json.loads(out)["pairs"][0]["gates"]}
+    assert code == 1
+    assert gates["ttft>+250ms"]["ok"] is False and gates["ttft>+250ms"]["measured"] >= 250e6
+    assert gates["p95_gap>+5s"]["ok"] is True
+    # Generous gates on the same pair pass: exit 0.
+    code, out, _ = run("diff", a, slow, "--fail-on", "ttft>+20s", "--fail-on", "duration>30s", capsys=capsys)
+    assert code == 0, out
+    assert "gates pass" in out
+
+
+def test_malformed_gate_is_one_line_error_with_exit_2(recorded, capsys) -> None:
+    code, out, err = run("diff", recorded["hello"], recorded["hello"], "--fail-on", "ttft>>1.5x", capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("streamtape: error: bad --fail-on gate 'ttft>>1.5x'")
+    code, _, err = run("diff", recorded["hello"], recorded["hello"], "--fail-on", "ttfx>2x", capsys=capsys)
+    assert code == 2 and "unknown metric 'ttfx'" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("suffix", "message"),
+    [
+        ("#1", "no interaction #1; "),
+        ("#x", "expected FILE#N with N a whole number"),
+        ("#-1", "expected FILE#N with N a whole number"),
+        ("#", "expected FILE#N with N a whole number"),
+    ],
+)
+def test_bad_file_index_is_one_line_error_with_exit_2(recorded, capsys, suffix: str, message: str) -> None:
+    bad = f"{recorded['hello']}{suffix}"
+    code, out, err = run("diff", f"{recorded['hello']}#0", bad, capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("streamtape: error: ") and message in err
+    assert bad in err
+
+
+def test_missing_or_bad_cassette_and_bad_options_exit_2(recorded, tmp_path, capsys) -> None:
+    code, _, err = run("diff", tmp_path / "nope.tape", recorded["hello"], capsys=capsys)
+    assert code == 2 and "no such cassette file" in err and err.count("\n") == 1
+    junk = tmp_path / "junk.tape"
+    junk.write_bytes(b"not a cassette")
+    code, _, err = run("diff", recorded["hello"], f"{junk}#0", capsys=capsys)
+    assert code == 2 and "not a streamtape cassette" in err
+    code, _, err = run("diff", recorded["hello"], recorded["hello"], "--ignore", "colour", capsys=capsys)
+    assert code == 2 and "--ignore" in err and err.count("\n") == 1
+    code, _, err = run("diff", recorded["hello"], recorded["hello"], "--shape", "klingon", capsys=capsys)
+    assert code == 2 and "klingon" in err and err.count("\n") == 1
+
+
+def test_file_hash_n_compares_two_interactions_of_one_cassette(recorded, tmp_path, capsys) -> None:
+    both = tmp_path / "both.tape"
+    streamtape.save(both, [one(recorded["hello"]), one(recorded["hello_length"])])
+    code, out, _ = run("diff", f"{both}#0", f"{both}#1", capsys=capsys)
+    assert code == 1 and f"{both}#0" in out and "differs in finish" in out
+    code, _, _ = run("diff", f"{both}#0", f"{both}#0", capsys=capsys)
+    assert code == 0
+
+
+def test_whole_cassettes_are_paired_by_request_and_unpaired_ones_listed(recorded, tmp_path, capsys) -> None:
+    a, b, b_extra = tmp_path / "a.tape", tmp_path / "b.tape", tmp_path / "b_extra.tape"
+    streamtape.save(a, [one(recorded["hello"]), one(recorded["tools"])])
+    streamtape.save(b, [one(recorded["tools_reordered"]), one(recorded["hello_rechunked"])])
+    streamtape.save(b_extra, [one(recorded["tools_reordered"]), one(recorded["ollama"]), one(recorded["hello_rechunked"])])
+    code, out, _ = run("diff", "--json", a, b, capsys=capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["unpaired"] == []
+    assert [(p["a"]["label"], p["b"]["label"]) for p in doc["pairs"]] == [(f"{a}#0", f"{b}#1"), (f"{a}#1", f"{b}#0")]
+    code, out, _ = run("diff", a, b_extra, capsys=capsys)
+    assert code == 1
+    assert f"only in B  {b_extra}#1  POST /api/chat" in out
+    assert "1 unpaired" in out
+
+
+def test_color_only_on_a_terminal(recorded) -> None:
+    args = [*STREAMTAPE, "diff", str(recorded["hello"]), str(recorded["hello_moon"])]
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    piped = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert piped.returncode == 1 and "\x1b[" not in piped.stdout and "+Hello there, moon!" in piped.stdout
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO once the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 1
+    tty_out = b"".join(chunks).decode()
+    assert "\x1b[31m" in tty_out  # red for the removed line / the verdict
+    assert "\x1b[32m+Hello there, moon!" in tty_out
+
+
+def test_html_option_writes_the_page(recorded, tmp_path, capsys) -> None:
+    page = tmp_path / "d.html"
+    code, _out, _ = run("diff", recorded["hello"], recorded["ollama"], "--html", page, capsys=capsys)
+    assert code == 0 and page.exists()
+    text = page.read_text()
+    assert text.count('class="tick"') == len(one(recorded["hello"]).chunks) + len(one(recorded["ollama"]).chunks)
+
+
+# ---------------------------------------------------------------------------
+# Pure parts: gates, pairing, JSON equality
+
+
+@pytest.mark.parametrize(
+    ("text", "metric", "op", "kind", "value"),
+    [
+        ("ttft>1.5x", "ttft", ">", "ratio", 1.5),
+        ("p95_gap>+20ms", "p95_gap", ">", "delta", 20e6),
+        ("gap_p95 > +20 ms", "p95_gap", ">", "delta", 20e6),
+        ("duration>2s", "duration", ">", "absolute", 2e9),
+        ("ttfb>=500us", "ttfb", ">=", "absolute", 500e3),
+        ("ttft>+50%", "ttft", ">", "percent", 50.0),
+        ("max_gap>-1ms", "max_gap", ">", "delta", -1e6),
+        ("tokens_per_s<0.8x", "tokens_per_s", "<", "ratio", 0.8),
+        ("tps<20", "tokens_per_s", "<", "absolute", 20.0),
+    ],
+)
+def test_gates_parse(text: str, metric: str, op: str, kind: str, value: float) -> None:
+    g = parse_gate(text)
+    assert (g.metric, g.op, g.kind) == (metric, op, kind)
+    assert g.value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("ttft", "expected METRIC OP VALUE"),
+        ("ttft>>1.5x", "cannot read value"),
+        ("ttft=1.5x", "expected METRIC OP VALUE"),
+        ("ttfx>1.5x", "unknown metric 'ttfx'"),
+        ("ttft>1.5", "needs a unit"),
+        ("ttft>1.5h", "unknown unit 'h'"),
+        ("ttft>+1.5x", "a factor takes no sign"),
+        ("ttft>10%", "with a sign"),
+        ("tps<20ms", "unknown unit 'ms'"),
+        ("ttft>", "expected METRIC OP VALUE"),
+    ],
+)
+def test_malformed_gates_raise_gate_error_naming_the_gate(text: str, why: str) -> None:
+    with pytest.raises(GateError) as exc:
+        parse_gate(text)
+    msg = str(exc.value)
+    assert isinstance(exc.value, OptionError)
+    assert msg.startswith(f"bad --fail-on gate {text!r}") and why in msg and "\n" not in msg
+
+
+def _ix(path: str, body: dict | bytes, text: str = "hi", method: str = "POST") -> Interaction:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    events = openai_events([text])
+    chunks = tuple(Chunk(1_000_000 * (i + 1), e) for i, e in enumerate(events))
+    resp = Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), chunks=chunks)
+    return Interaction(Request(method, "http://127.0.0.1:9" + path, body=raw), resp, end_ns=chunks[-1].at_ns + 1)
+
+
+def test_pairing_uses_method_path_and_body_as_data_then_ignores_model_then_lists_leftovers() -> None:
+    a = [
+        _ix("/v1/chat/completions", {"model": "x", "messages": [1]}),
+        _ix("/v1/chat/completions", {"model": "x", "messages": [2]}),
+        _ix("/v1/chat/completions", {"model": "x", "messages": [1]}),  # a repeat
+        _ix("/api/chat", {"messages": [1]}),
+    ]
+    b = [
+        _ix("/v1/chat/completions", {"messages": [2], "model": "x"}),
+        _ix("/v1/chat/completions", b'{"messages":[1],  "model":"x"}'),
+        _ix("/v1/chat/completions", {"model": "y", "messages": [1]}),
+        _ix("/v1/chat/completions", {"model": "x", "messages": [3]}),
+    ]
+    p = pair(a, b)
+    assert p.pairs == ((0, 1, "request"), (1, 0, "request"), (2, 2, "request except model"))
+    assert p.unpaired_a == (3,) and p.unpaired_b == (3,)
+    assert body_key(b'{"a": 1, "b": [1, 2]}') == body_key(b'{"b":[1,2],"a":1}')
+    assert body_key(b"not json") == ("bytes", b"not json")
+
+
+def test_pairing_does_not_pair_other_methods_or_paths() -> None:
+    a = [_ix("/v1/x", {"q": 1}), _ix("/v1/y", {"q": 1})]
+    b = [_ix("/v1/x", {"q": 1}, method="PUT"), _ix("/v1/y?stream=1", {"q": 1})]
+    p = pair(a, b)
+    assert p.pairs == () and p.unpaired_a == (0, 1) and p.unpaired_b == (0, 1)
+
+
+def test_json_equal_is_data_equality_without_key_order_and_without_bool_int_confusion() -> None:
+    assert json_equal({"a": 1, "b": [1, {"c": None}]}, {"b": [1, {"c": None}], "a": 1.0})
+    assert not json_equal({"a": True}, {"a": 1})
+    assert not json_equal([1, 2], [2, 1])
+    assert not json_equal({"a": 1}, {"a": 1, "b": 2})
+    assert not json_equal("1", 1)
+
+
+def test_diff_many_and_json_hold_the_same_content_as_the_text_report() -> None:
+    a = [_ix("/v1/chat/completions", {"m": 1}, text="alpha beta")]
+    b = [_ix("/v1/chat/completions", {"m": 1}, text="alpha gamma")]
+    res = diff_many(a, b, name_a="left", name_b="right")
+    assert res.exit_status == 1
+    doc = result_json(res)
+    json.dumps(doc)  # serializable
+    text = render_text(res)
+    (p,) = doc["pairs"]
+    for line in p["meaning"]["text"]["unified_diff"]:
+        assert line in text
+    for row in p["wire"]["rows"]:
+        assert row["name"] in text
+    for row in p["timing"]:
+        assert row["label"] in text
+    assert "left#0" in text and "right#0" in text
+
+
+def test_an_interaction_without_response_compares_as_differing() -> None:
+    ok = _ix("/v1/chat/completions", {"m": 1})
+    refused = replace(ok, response=None, outcome="upstream_error", error="connection refused", end_ns=5)
+    rep = compare(ok, refused)
+    assert not rep.same and rep.exit_status == 1
+    assert "finish" in rep.meaning.differs
+    assert "connection refused" in render_text(rep)
+
+
+def test_cli_help_runs(capsys) -> None:
+    code, out, _ = run("diff", "--help", capsys=capsys)
+    assert code == 0 and "--fail-on" in out and "FILE#N" in out
+
+
+def test_module_entry_point_exit_codes(recorded) -> None:
+    same = subprocess.run([*STREAMTAPE, "diff", str(recorded["hello"]), str(recorded["hello_rechunked"])], capture_output=True, text=True, timeout=60)
+    assert same.returncode == 0, same.stderr
+    bad = subprocess.run([*STREAMTAPE, "diff", f"{recorded['hello']}#9", str(recorded["hello"])], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("streamtape: error: ") and "Traceback" not in bad.stderr
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
