@@ -607,3 +607,54 @@ def test_the_syntax_text_mentions_every_chunking_latency_and_fault():
                  "cut-event:N", "reset:P%", "stall:N:S", "keepalive:S", "error-event:N", "drop-done",
                  "status:CODE", "slow-headers:MS", "seed=N"]:
         assert word in SYNTAX, word
+
+
+# --------------------------------------------------------------------------
+# Faults that speak the format's own error shape (streamtape.shapes.error_event / error_body)
+
+shapes = pytest.importorskip("streamtape.shapes")
+needs_error_shapes = pytest.mark.skipif(
+    not (hasattr(shapes, "error_event") and hasattr(shapes, "error_body")),
+    reason="streamtape.shapes.error_event / error_body not landed yet",
+)
+
+
+@needs_error_shapes
+def test_error_event_sends_an_error_in_the_formats_shape_after_event_n_then_ends():
+    from streamtape.profiles import ERROR_MESSAGE
+    from streamtape.shapes import analyze, error_event
+
+    ix = chat(["a", "b", "c"])
+    spans = event_spans(ix.response.body, "sse")
+    s = sched("chunk=bytes:3;fault=error-event:2", ix)
+    assert s.body == ix.response.body[: spans[1].end] + error_event("openai-chat", ERROR_MESSAGE)
+    assert s.ending == "end"
+    played = Interaction(ix.request, Response(200, headers=ix.response.headers,
+                                              chunks=tuple(Chunk(st.at_ns, st.data) for st in s.sends)))
+    a = analyze(played)
+    assert a.text == "ab" and a.errors
+
+    nd = ndjson(["x", "y"])
+    s2 = sched("fault=error-event:1", nd)
+    assert s2.body.endswith(error_event("ollama-chat", ERROR_MESSAGE))
+
+
+@needs_error_shapes
+@pytest.mark.parametrize(("code", "retry"), [(429, "1"), (503, "1"), (500, None), (400, None)])
+def test_status_fails_before_streaming_with_an_error_body_in_the_formats_shape(code, retry):
+    from streamtape.shapes import error_body
+
+    ix = chat(["a"])
+    s = sched(f"latency=instant;fault=status:{code};fault=cut:50%", ix)
+    ctype, body = error_body("openai-chat", code, f"streamtape fault: status {code}")
+    assert (s.status, s.framing, s.body, s.ending) == (code, "content-length", body, "end")
+    assert s.header("content-type") == ctype
+    assert s.header("content-length") == str(len(body))
+    assert s.header("retry-after") == retry
+    assert s.reason
+
+
+@needs_error_shapes
+def test_status_also_answers_a_recording_without_a_response():
+    ix = Interaction(Request("GET", "http://x/"), None, outcome="upstream_error", end_ns=MS)
+    assert sched("fault=status:502", ix).status == 502
