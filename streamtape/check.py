@@ -1,0 +1,142 @@
+"""Protocol findings about one interaction: pure, from its Analysis.
+
+Each :class:`Finding` has a stable ``code`` (for scripts and ``--json``), a
+one-line ``message``, and the wire event index it concerns when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+
+from .cassette import COMPLETE, Interaction
+from .shapes import Analysis, analyze
+
+# Shapes whose stream ends with a literal ``data: [DONE]``.
+DONE_SENTINEL = ("openai-chat", "openai-completions")
+# The final marker each other format has.
+FINAL_MARKER = {
+    "openai-responses": "response.completed",
+    "anthropic": "message_stop",
+    "ollama-chat": '"done": true',
+    "ollama-generate": '"done": true',
+    "llamacpp": '"stop": true',
+    "tgi": "a final event with details",
+}
+USAGE_OPTIN = ("openai-chat", "openai-completions")
+
+CONTROL_TOKENS = re.compile(
+    r"<\|[A-Za-z0-9_]+\|>"  # <|eot_id|> <|im_end|> <|endoftext|> <|end|> ...
+    r"|</s>|<s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|<eos>|<bos>|<unk>|<pad>"
+)
+
+CODES = (
+    "no-response", "http-status", "outcome", "decode-error", "not-a-stream", "no-done",
+    "no-finish", "finish-length", "finish-content-filter", "error-event", "invalid-json",
+    "control-token", "keepalive", "usage-missing", "cut-event", "tool-args-invalid",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    message: str
+    event: int | None = None
+    """Index of the wire event it concerns (0-based, in body order), or None."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def usage_requested(ix: Interaction) -> bool:
+    """The request asked for a usage chunk (``stream_options.include_usage``)."""
+    try:
+        body = json.loads(ix.request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not isinstance(body, dict):
+        return False
+    so = body.get("stream_options")
+    return isinstance(so, dict) and so.get("include_usage") is True
+
+
+def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None = None
+          ) -> list[Finding]:
+    """Findings about one interaction (empty when nothing is wrong)."""
+    r = ix.response
+    if r is None:
+        return [Finding("no-response", f"no response head ({ix.outcome}"
+                        + (f": {ix.error})" if ix.error else ")"))]
+    out: list[Finding] = []
+    if ix.outcome != COMPLETE:
+        out.append(Finding("outcome", f"outcome {ix.outcome}" + (f": {ix.error}" if ix.error else "")))
+    if r.status >= 400:
+        out.append(Finding("http-status", f"HTTP {r.status} {r.reason}".rstrip()))
+        return out
+    a = analysis if analysis is not None else analyze(ix, shape)
+    if a.decode_error:
+        out.append(Finding("decode-error", a.decode_error))
+    if a.wire is None:
+        if r.status == 200 and len(ix.chunks) > 0 and shape is None:
+            out.append(Finding("not-a-stream", f"body is not SSE or NDJSON ({r.content_type or 'no content type'})"))
+        return out
+    if a.shape in DONE_SENTINEL and not a.done:
+        out.append(Finding("no-done", "no data: [DONE] at the end of the stream"))
+    elif a.shape in FINAL_MARKER and not a.done:
+        out.append(Finding("no-done", f"no final marker ({FINAL_MARKER[a.shape]})"))
+    if a.shape in FINAL_MARKER or a.shape in DONE_SENTINEL:
+        if a.finish is None:
+            out.append(Finding("no-finish", "no finish event (finish_reason / stop reason)"))
+        elif a.finish.reason == "length":
+            out.append(Finding("finish-length",
+                               f"finish reason length ({a.finish.raw}): the answer was cut",
+                               _source_at(a, a.finish.at_ns, "finish")))
+        elif a.finish.reason == "content_filter":
+            out.append(Finding("finish-content-filter",
+                               f"finish reason content_filter ({a.finish.raw})"))
+    for e in a.errors:
+        msg = e.error.get("message", e.error) if isinstance(e.error, dict) else e.error
+        out.append(Finding("error-event", f"error event after HTTP {r.status}: {_short(msg)}",
+                           e.source))
+    for i in a.invalid_json:
+        out.append(Finding("invalid-json", f"event {i} is not valid JSON: "
+                           f"{_short(a.wire_events[i].data)}", i))
+    for m in _control_tokens(a.text):
+        out.append(Finding("control-token", f"control token {m} in the text"))
+    if a.keepalives:
+        out.append(Finding("keepalive", f"{a.keepalives} keep-alive comment"
+                           + ("s" if a.keepalives != 1 else "") + " in the stream"))
+    if a.shape in USAGE_OPTIN and usage_requested(ix) and a.usage is None:
+        out.append(Finding("usage-missing", "usage missing though stream_options.include_usage "
+                           "was requested"))
+    if a.partial_tail.strip():
+        out.append(Finding("cut-event", f"the stream ends inside an event "
+                           f"({len(a.partial_tail)} bytes after the last complete event)"))
+    for c in a.tool_calls:
+        if not c.valid_json and c.arguments.strip():
+            out.append(Finding("tool-args-invalid",
+                               f"tool call {c.index} ({c.name}) arguments are not valid JSON "
+                               f"once joined: {_short(c.arguments)}"))
+    return out
+
+
+def _control_tokens(text: str) -> list[str]:
+    seen: list[str] = []
+    for m in CONTROL_TOKENS.finditer(text):
+        if m.group(0) not in seen:
+            seen.append(m.group(0))
+    return seen
+
+
+def _source_at(a: Analysis, at_ns: int, kind: str) -> int | None:
+    for e in a.events:
+        if e.kind == kind and e.at_ns == at_ns:
+            return e.source
+    return None
+
+
+def _short(v: object, n: int = 80) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    s = s.replace("\n", "\\n").replace("\r", "\\r")
+    return s if len(s) <= n else s[: n - 1] + "…"

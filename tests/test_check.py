@@ -1,0 +1,192 @@
+"""``streamtape check``: findings per interaction, and the command's output and exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import streamtape
+from streamtape import Chunk, Interaction, Request, Response
+from streamtape.check import check
+from streamtape.cli import main
+from tests.corpus import capture
+
+
+def ix_of(body: bytes, path="/v1/chat/completions", ct="text/event-stream", req=b"{}",
+          status=200, outcome="complete", error=None):
+    return Interaction(
+        Request("POST", f"http://127.0.0.1:8080{path}", body=req),
+        Response(status, "OK" if status == 200 else "Error",
+                 headers=(("Content-Type", ct),), chunks=(Chunk(1_000_000, body),)),
+        outcome=outcome, error=error, end_ns=2_000_000,
+    )
+
+
+def codes(ix, **kw):
+    return [f.code for f in check(ix, **kw)]
+
+
+def chunk(delta, finish=None):
+    return "data: " + json.dumps({"object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+
+
+CLEAN = (chunk({"role": "assistant", "content": ""}) + chunk({"content": "Hi"})
+         + chunk({}, "stop") + "data: [DONE]\n\n").encode()
+
+
+def test_clean_stream_has_no_findings():
+    assert check(ix_of(CLEAN)) == []
+    assert check(capture("chat_eos_stop_tiny")) == []
+
+
+def test_missing_done_and_missing_finish():
+    body = (chunk({"content": "Hi"})).encode()
+    assert codes(ix_of(body)) == ["no-done", "no-finish"]
+
+
+def test_finish_length_names_the_event():
+    [f] = check(capture("chat_limit_tiny"))
+    assert f.code == "finish-length" and f.event == 11 and "cut" in f.message
+
+
+def test_control_tokens_in_text():
+    body = (chunk({"content": "Hello<|im_end|>"}) + chunk({"content": "<|eot_id|></s>"})
+            + chunk({}, "stop") + "data: [DONE]\n\n").encode()
+    fs = check(ix_of(body))
+    assert [f.message for f in fs] == ["control token <|im_end|> in the text",
+                                       "control token <|eot_id|> in the text",
+                                       "control token </s> in the text"]
+
+
+def test_invalid_json_event_with_its_index():
+    body = CLEAN.replace(b'data: {"object"', b'data: {"object"', 1)
+    body = chunk({"content": "a"}).encode() + b"data: {not json\n\n" + CLEAN
+    [f] = check(ix_of(body))
+    assert f.code == "invalid-json" and f.event == 1 and "{not json" in f.message
+
+
+def test_error_event_after_200():
+    body = chunk({"content": "a"}).encode() + b'data: {"error": {"message": "overloaded"}}\n\n'
+    fs = check(ix_of(body))
+    assert "error-event" in [f.code for f in fs]
+    assert next(f for f in fs if f.code == "error-event").message == \
+        "error event after HTTP 200: overloaded"
+
+
+def test_keepalive_comments_reported():
+    assert codes(ix_of(b": keep-alive\n\n: keep-alive\n\n" + CLEAN)) == ["keepalive"]
+    assert "2 keep-alive comments" in check(ix_of(b": ka\n\n: ka\n\n" + CLEAN))[0].message
+
+
+def test_usage_missing_though_requested():
+    req = json.dumps({"stream": True, "stream_options": {"include_usage": True}}).encode()
+    assert codes(ix_of(CLEAN, req=req)) == ["usage-missing"]
+    assert check(capture("chat_stream_usage_slow"), shape=None)[0].code == "finish-length"
+
+
+def test_outcome_not_complete_and_cut_event():
+    ix = ix_of(CLEAN[:-8], outcome="upstream_closed", error="incomplete chunked read")
+    assert codes(ix) == ["outcome", "no-done", "cut-event"]
+
+
+def test_no_response_and_http_error():
+    ix = Interaction(Request("POST", "http://127.0.0.1:1/v1/chat/completions"), None,
+                     outcome="upstream_error", error="connection refused")
+    assert codes(ix) == ["no-response"]
+    assert codes(ix_of(b'{"error": "x"}', ct="application/json", status=500)) == ["http-status"]
+
+
+def test_final_markers_of_other_formats():
+    ollama = ix_of(b'{"message": {"role": "assistant", "content": "hi"}, "done": false}\n',
+                   path="/api/chat", ct="application/x-ndjson")
+    fs = check(ollama)
+    assert [f.code for f in fs] == ["no-done", "no-finish"]
+    assert '"done": true' in fs[0].message
+    anth = capture("anthropic_messages_slow")
+    assert codes(anth) == ["finish-length"]
+
+
+def test_tool_call_arguments_not_json_when_joined():
+    body = (chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f",
+                                                                        "arguments": '{"a": '}}]})
+            + chunk({}, "tool_calls") + "data: [DONE]\n\n").encode()
+    assert codes(ix_of(body)) == ["tool-args-invalid"]
+
+
+def test_not_a_stream():
+    assert codes(ix_of(b"plain text answer", ct="text/plain")) == ["not-a-stream"]
+
+
+# ---- the command ------------------------------------------------------------
+
+
+def run(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+@pytest.fixture
+def tapes(tmp_path: Path) -> dict[str, Path]:
+    clean = tmp_path / "clean.tape"
+    streamtape.save(clean, [ix_of(CLEAN), capture("chat_eos_stop_tiny")])
+    bad = tmp_path / "bad.tape"
+    streamtape.save(bad, [ix_of(CLEAN), capture("chat_limit_tiny"),
+                          ix_of(b": ka\n\n" + CLEAN[:-8], outcome="upstream_closed")])
+    junk = tmp_path / "junk.tape"
+    junk.write_bytes(b"not a cassette")
+    return {"clean": clean, "bad": bad, "junk": junk}
+
+
+def test_check_clean_exits_0(tapes, capsys):
+    code, out, _ = run(["check", str(tapes["clean"])], capsys)
+    assert code == 0
+    assert out.splitlines()[0].startswith("#0 POST /v1/chat/completions 200")
+    assert out.splitlines()[0].endswith("[openai-chat]  ok")
+    assert out.splitlines()[-1] == "0 findings in 2 interactions"
+
+
+def test_check_findings_exit_1_text(tapes, capsys):
+    code, out, _ = run(["check", str(tapes["bad"])], capsys)
+    assert code == 1
+    assert "  finish-length: finish reason length (length): the answer was cut (event 11)" in out
+    assert "  keepalive: 1 keep-alive comment in the stream" in out
+    assert "  outcome: outcome upstream_closed" in out
+    assert out.splitlines()[-1] == "5 findings in 3 interactions"
+
+
+def test_check_json(tapes, capsys):
+    code, out, _ = run(["check", "--json", str(tapes["bad"])], capsys)
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["findings"] == 5
+    assert [i["index"] for i in doc["interactions"]] == [0, 1, 2]
+    assert doc["interactions"][1]["findings"] == [
+        {"code": "finish-length", "message": "finish reason length (length): the answer was cut",
+         "event": 11}]
+
+
+def test_check_shape_override(tapes, capsys):
+    code, out, _ = run(["check", "--shape", "sse", str(tapes["clean"])], capsys)
+    assert code == 0 and "[sse]  ok" in out
+    code, _, err = run(["check", "--shape", "bogus", str(tapes["clean"])], capsys)
+    assert code == 2 and err.startswith("streamtape: error: unknown shape 'bogus'")
+
+
+def test_check_bad_input_exits_2(tapes, tmp_path, capsys):
+    code, out, err = run(["check", str(tapes["junk"])], capsys)
+    assert code == 2 and out == "" and err.startswith("streamtape: error: ") and "junk.tape" in err
+    code, _, err = run(["check", str(tmp_path / "missing.tape")], capsys)
+    assert code == 2 and "missing.tape" in err
+
+
+def test_check_console_script_exit_status(tapes):
+    r = subprocess.run([sys.executable, "-m", "streamtape.cli", "check", str(tapes["bad"])],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "finish-length" in r.stdout
