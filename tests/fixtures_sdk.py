@@ -333,7 +333,7 @@ def ollama_chat() -> Interaction:
 
 
 TGI_PROMPT = "Capital of Iceland?"
-HF_HUB_TGI_BODY = {"inputs": TGI_PROMPT, "parameters": {"max_new_tokens": 20}, "stream": True}
+HF_HUB_TGI_BODY = {"inputs": TGI_PROMPT, "parameters": {"details": True, "max_new_tokens": 20}, "stream": True}
 TEXT_GENERATION_TGI_BODY = {
     "inputs": TGI_PROMPT,
     "parameters": {
@@ -425,7 +425,7 @@ def _sse_data(body: bytes) -> list[tuple[str | None, str]]:
 def expected(ix: Interaction) -> Expected:
     """The assembled answer of a recording (text, tool-call arguments, finish)."""
     assert ix.response is not None
-    body = ix.response.body
+    body = ix.response.body.replace(b"\r\n", b"\n")
     exp = Expected()
     path = ix.request.path
     if path.endswith("/chat/completions"):
@@ -487,3 +487,24 @@ def all_recordings() -> list[Interaction]:
         tgi(HF_HUB_TGI_BODY, "written: tgi (huggingface_hub request)"),
         tgi(TEXT_GENERATION_TGI_BODY, "written: tgi (text-generation request)"),
     ]
+
+
+def close_delimited(ix: Interaction) -> Interaction:
+    """The same recording as a close-delimited body (no Transfer-Encoding, the end is the close),
+    as HTTP/1.0-style servers and some proxies send streams."""
+    import dataclasses
+
+    assert ix.response is not None
+    headers = tuple((k, v) for k, v in ix.response.headers if k.lower() not in ("transfer-encoding", "connection"))
+    resp = dataclasses.replace(ix.response, framing="close-delimited", headers=(*headers, ("Connection", "close")))
+    return dataclasses.replace(ix, response=resp)
+
+
+def crlf(ix: Interaction) -> Interaction:
+    """The same recording with CRLF line endings (as some SSE servers write them)."""
+    import dataclasses
+
+    assert ix.response is not None
+    chunks = tuple(Chunk(c.at_ns, c.data.replace(b"\n", b"\r\n")) for c in ix.response.chunks)
+    resp = dataclasses.replace(ix.response, chunks=chunks)
+    return dataclasses.replace(ix, response=resp, labels={**ix.labels, "source": ix.labels["source"] + " (CRLF)"})
