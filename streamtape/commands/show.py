@@ -10,6 +10,16 @@ import click
 from ..cassette import Cassette, Interaction, load
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, summary
+from ..shapes import SHAPES, analyze, check_shape
+from ..shapes.render import (
+    analysis_fields,
+    event_json,
+    events_lines,
+    stats_fields,
+    stats_lines,
+    text_lines,
+)
+from ..stats import compute
 
 
 def escape_piece(data: bytes) -> str:
@@ -153,8 +163,18 @@ def warn(cas: Cassette) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-i", "--index", type=int, default=None, metavar="N", help="Show interaction N's timeline.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def show(file: str, index: int | None, as_json: bool) -> None:
-    """List a cassette's interactions, or print one interaction's timeline (-i N)."""
+@click.option("--events", "show_events", is_flag=True,
+              help="With -i: the normalized timeline (offset, event) instead of the pieces.")
+@click.option("--text", "show_text", is_flag=True, help="With -i: the assembled answer only.")
+@click.option("--shape", default=None, metavar="NAME",
+              help=f"Read the stream as this format instead of detecting it: {', '.join(SHAPES)}.")
+def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
+         shape: str | None) -> None:
+    """List a cassette's interactions, or print one interaction's stats and timeline (-i N)."""
+    if shape is not None:
+        check_shape(shape)
+    if index is None and (show_events or show_text):
+        raise OptionError("--events and --text need an interaction: add -i N")
     cas = load(file)
     warn(cas)
     if index is None:
@@ -165,10 +185,27 @@ def show(file: str, index: int | None, as_json: bool) -> None:
                 click.echo(line)
         return
     ix = pick(cas, index)
+    analysis = analyze(ix, shape)
+    stats = compute(ix, analysis)
     if as_json:
-        click.echo(json.dumps(interaction_json(ix, index), indent=2, ensure_ascii=False))
+        doc = interaction_json(ix, index)
+        doc["analysis"] = analysis_fields(analysis)
+        doc["stats"] = stats_fields(stats)
+        if show_events:
+            doc["events"] = [event_json(e) for e in analysis.events]
+        if show_text:
+            doc["text"] = analysis.text
+            doc["tool_calls"] = [{"index": c.index, "id": c.id, "name": c.name,
+                                  "arguments": c.arguments, "parsed": c.parsed}
+                                 for c in analysis.tool_calls]
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
-    for line in [*interaction_head(ix), "", *timeline_lines(ix)]:
+    if show_text:
+        for line in text_lines(analysis):
+            click.echo(line)
+        return
+    body = events_lines(analysis) if show_events else timeline_lines(ix)
+    for line in [*interaction_head(ix), *stats_lines(stats, analysis), "", *body]:
         click.echo(line)
 
 

@@ -1,0 +1,153 @@
+"""Text for ``show``: the normalized timeline, the assembled answer, the stats (no I/O)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .model import Analysis, Event
+
+
+def _q(s: str | None, limit: int = 120) -> str:
+    """A string as one JSON-quoted line (control characters escaped, non-ASCII kept)."""
+    t = json.dumps(s or "", ensure_ascii=False)
+    return t if len(t) <= limit else t[: limit - 2] + '…"'
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.1f}"
+
+
+def event_detail(e: Event) -> str:
+    k = e.kind
+    if k == "start":
+        return f"role={e.role}"
+    if k == "text":
+        tags = []
+        if e.special:
+            tags.append("special")
+        if e.channel:
+            tags.append(e.channel)
+        return _q(e.text) + (f"  ({', '.join(tags)})" if tags else "")
+    if k == "tool_call":
+        parts = [f"#{e.index}"]
+        if e.id:
+            parts.append(f"id={e.id}")
+        if e.name:
+            parts.append(f"name={e.name}")
+        parts.append(f"args={_q(e.arguments)}")
+        return " ".join(parts)
+    if k == "finish":
+        return f"{e.reason} ({e.raw_reason})" if e.raw_reason not in (None, e.reason) else str(e.reason)
+    if k == "usage":
+        parts = [f"prompt={e.prompt_tokens}", f"completion={e.completion_tokens}"]
+        parts += [f"{name}={_ms(ns)}ms" for name, ns in (e.durations or {}).items()]
+        return " ".join(parts)
+    if k == "error":
+        return e.error if isinstance(e.error, str) else json.dumps(e.error, ensure_ascii=False)
+    return ""
+
+
+def events_lines(analysis: Analysis) -> list[str]:
+    """The normalized timeline: one line per common event (offset ms, wire event, kind, detail)."""
+    lines = [f"{'offset ms':>10}  {'event':>5}  {'kind':<9}  detail"]
+    for e in analysis.events:
+        src = "-" if e.source is None else str(e.source)
+        choice = f"[choice {e.choice}] " if e.choice not in (None, 0) else ""
+        lines.append(f"{e.at_ns / 1e6:>10.3f}  {src:>5}  {e.kind:<9}  {choice}{event_detail(e)}".rstrip())
+    if analysis.partial_tail:
+        lines.append(f"{'':>10}  {'':>5}  {'(cut)':<9}  {len(analysis.partial_tail)} bytes of an "
+                     "unfinished event")
+    return lines
+
+
+def text_lines(analysis: Analysis) -> list[str]:
+    """The assembled answer, then any tool calls (name and joined arguments)."""
+    out = analysis.text.split("\n") if analysis.text else []
+    for c in analysis.tool_calls:
+        out.append(f"[tool call #{c.index} {c.name or '?'}({c.arguments})"
+                   + ("" if c.valid_json or not c.arguments else "  (arguments not valid JSON)") + "]")
+    return out
+
+
+def analysis_fields(analysis: Analysis) -> dict[str, Any]:
+    """The summary of an analysis as JSON-ready values."""
+    a = analysis
+    return {
+        "shape": a.shape,
+        "wire": a.wire,
+        "finish": None if a.finish is None else {"reason": a.finish.reason, "raw": a.finish.raw},
+        "usage": None if a.usage is None else {
+            "prompt_tokens": a.usage.prompt_tokens,
+            "completion_tokens": a.usage.completion_tokens,
+            "durations_ns": a.usage.durations,
+        },
+        "done": a.done,
+        "role": a.role,
+        "errors": [e.error for e in a.errors],
+        "keepalives": a.keepalives,
+        "line_endings": sorted(repr(x)[1:-1] for x in a.line_endings),
+        "cut_chars": a.cut_chars,
+        "invalid_json": a.invalid_json,
+        "events": a.events_count,
+        "pieces": a.pieces,
+    }
+
+
+def event_json(e: Event) -> dict[str, Any]:
+    d: dict[str, Any] = {"offset_ms": e.at_ns / 1e6, "kind": e.kind}
+    for name in ("role", "text", "index", "id", "name", "arguments", "reason", "raw_reason",
+                 "prompt_tokens", "completion_tokens", "durations", "error", "source",
+                 "special", "channel", "choice"):
+        v = getattr(e, name)
+        if v is not None:
+            d[name] = v
+    return d
+
+
+def stats_fields(stats: Any) -> dict[str, Any]:
+    """:class:`streamtape.stats.Stats` as JSON-ready values (times in ms)."""
+    def m(ns: int | None) -> float | None:
+        return None if ns is None else round(ns / 1e6, 3)
+
+    return {
+        "ttfb_ms": m(stats.ttfb_ns),
+        "ttft_ms": m(stats.ttft_ns),
+        "gap_p50_ms": m(stats.gap_p50_ns),
+        "gap_p95_ms": m(stats.gap_p95_ns),
+        "gap_max_ms": m(stats.gap_max_ns),
+        "duration_ms": m(stats.duration_ns),
+        "pieces": stats.pieces,
+        "events": stats.events,
+        "events_per_piece": None if stats.events_per_piece is None
+        else round(stats.events_per_piece, 3),
+        "tokens": stats.tokens,
+        "tokens_per_s": None if stats.tokens_per_s is None else round(stats.tokens_per_s, 2),
+        "stall_ms": stats.stall_ms,
+        "stalls": [{"after_ms": m(s.after_ns), "gap_ms": m(s.gap_ns)} for s in stats.stalls],
+    }
+
+
+def stats_lines(stats: Any, analysis: Analysis | None = None) -> list[str]:
+    """A few lines of figures for ``show -i N``."""
+    s = stats
+    lines = []
+    if analysis is not None:
+        a = analysis
+        fin = "-" if a.finish is None else (
+            a.finish.reason + (f" ({a.finish.raw})" if a.finish.raw not in (None, a.finish.reason)
+                               else ""))
+        lines.append(f"shape: {a.shape} ({a.wire or 'raw'})  finish: {fin}  "
+                     f"done: {'yes' if a.done else 'no'}"
+                     + (f"  errors: {len(a.errors)}" if a.errors else "")
+                     + (f"  keep-alives: {a.keepalives}" if a.keepalives else "")
+                     + (f"  cut chars: {a.cut_chars}" if a.cut_chars else ""))
+    lines.append(f"ttfb {_ms(s.ttfb_ns)} ms  ttft {_ms(s.ttft_ns)} ms  "
+                 f"gaps p50 {_ms(s.gap_p50_ns)} / p95 {_ms(s.gap_p95_ns)} / "
+                 f"max {_ms(s.gap_max_ns)} ms  duration {_ms(s.duration_ns)} ms")
+    epp = "-" if s.events_per_piece is None else f"{s.events_per_piece:.2f}"
+    rate = "-" if s.tokens_per_s is None else f"{s.tokens_per_s:.1f}"
+    lines.append(f"pieces {s.pieces}  events {s.events}  events/piece {epp}  "
+                 f"tokens {s.tokens if s.tokens is not None else '-'}  tokens/s {rate}  "
+                 f"stalls >{s.stall_ms:g} ms: {len(s.stalls)}")
+    return lines
