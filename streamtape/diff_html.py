@@ -70,14 +70,18 @@ tr.differs td { background: #fff7ed; }
 section.meaning tr.differs td { background: #fef2f2; }
 .s-same { color: #166534; } .s-differs { color: #b91c1c; font-weight: 600; } .s-info { color: #8c959f; }
 .s-ignored { color: #92400e; } .s-wire { color: #b45309; font-weight: 600; } .s-quiet { color: #c4c9cf; }
-table.grid { min-width: 640px; }
+table.grid { min-width: 560px; }
+.row { display: flex; gap: 28px; align-items: flex-start; flex-wrap: wrap; }
+.row > .col { flex: 1; min-width: 320px; }
+.caption { font-size: 12px; color: #57606a; margin: 2px 0; }
 pre.diff { background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 10px; font-size: 12px;
            overflow-x: auto; max-height: 420px; margin: 6px 0; }
 pre.diff .del { color: #b91c1c; background: #fee2e2; display: block; }
 pre.diff .add { color: #166534; background: #dcfce7; display: block; }
 pre.diff .hunk { color: #0550ae; display: block; }
 pre.diff .file { font-weight: 700; display: block; }
-pre.text { white-space: pre-wrap; background: #f6f8fa; border-radius: 6px; padding: 8px 10px; font-size: 12px; max-height: 160px; overflow: auto; margin: 4px 0; }
+pre.text { white-space: pre-wrap; background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 10px;
+           font-size: 12px; max-height: 220px; overflow: auto; margin: 4px 0; }
 .timeline-wrap { margin: 8px 0 4px; }
 svg.timelines { width: 100%; height: auto; background: #fff; }
 svg .lane-bg { fill: #f6f8fa; }
@@ -88,9 +92,10 @@ svg .grid { stroke: #e5e7eb; stroke-width: 1; }
 svg .tick { opacity: .85; }
 svg .tick:hover { opacity: 1; stroke: #111; stroke-width: 1; }
 svg .marker line { stroke-width: 2; stroke-dasharray: 5 3; }
-svg .marker text { font: 600 11px system-ui, sans-serif; }
-svg .first-token line { stroke: #059669; } svg .first-token text { fill: #047857; }
-svg .finish line { stroke: #7c3aed; } svg .finish text { fill: #6d28d9; }
+svg .marker-labels text { font: 600 11px system-ui, sans-serif; paint-order: stroke; stroke: #f6f8fa;
+                         stroke-width: 3px; stroke-linejoin: round; }
+svg .first-token line { stroke: #059669; } svg text.first-token { fill: #047857; }
+svg .finish line { stroke: #7c3aed; } svg text.finish { fill: #6d28d9; }
 svg .end line { stroke: #9ca3af; stroke-dasharray: 2 3; }
 .legend { font-size: 12px; color: #57606a; }
 .legend span { margin-right: 16px; }
@@ -176,7 +181,8 @@ def timeline_svg(rep: DiffReport) -> str:
     max_size = max((len(c.data) for _, s in sides for c in s.interaction.chunks), default=1) or 1
     out = [
         f'<svg class="timelines" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {height}" '
-        f'role="img" aria-label="piece timelines of A and B on a shared time axis">'
+        f'role="img" aria-label="piece timelines of A and B on a shared time axis" '
+        f'data-t-max-ns="{int(t_max)}" data-plot-x="{_LEFT}" data-plot-width="{plot_w}">'
     ]
     # grid + axis
     axis_y = _TOP + 2 * _LANE_H + _LANE_GAP + 6
@@ -212,19 +218,13 @@ def timeline_svg(rep: DiffReport) -> str:
         out.append(f'<text class="lane-label" x="8" y="{top + 20}" fill="{color}">{tag}</text>')
         out.append(f'<text class="lane-sub" x="8" y="{top + 37}">{_e(s.analysis.shape)}</text>')
         out.append(f'<text class="lane-sub" x="8" y="{top + 52}">{len(chunks)} pieces</text>')
-        for i, c in enumerate(chunks):
-            h = _TICK_MIN + (_LANE_H - 8 - _TICK_MIN) * math.sqrt(len(c.data) / max_size)
-            title = f"{tag} piece {i} at {fmt_value(c.at_ns, 'ns')}, {len(c.data)} bytes\n{piece_text(c.data)}"
-            out.append(
-                f'<rect class="tick" data-piece="{i}" data-bytes="{len(c.data)}" x="{x(c.at_ns) - 1.25:.2f}" '
-                f'y="{base - h:.2f}" width="2.5" height="{h:.2f}" fill="{color}"><title>{_e(title)}</title></rect>'
-            )
+        # Marker lines under the ticks (a tick stays the hover target), labels on top.
         ttft = getattr(s.stats, "ttft_ns", None)
         fin = _finish_ns(s)
         marks = [("first-token", ttft, "first token"), ("finish", fin, "finish")]
         if ix_end := s.interaction.end_ns:
             marks.append(("end", ix_end, ""))
-        label_row = 0
+        labels = []
         for cls, at, name in marks:
             if at is None:
                 continue
@@ -233,21 +233,26 @@ def timeline_svg(rep: DiffReport) -> str:
             if cls == "finish" and s.analysis.finish is not None:
                 reason = f" ({s.analysis.finish.reason})"
             text = f"{name}{reason} {fmt_value(at, 'ns')}" if name else ""
-            anchor = "end" if mx > _LEFT + plot_w * 0.8 else "start"
-            dx = -4 if anchor == "end" else 4
-            ty = top + 12 + 13 * label_row
             out.append(
-                f'<g class="marker {cls}" data-at-ns="{int(at)}"><title>{_e(tag)} {_e(text or "end of response")}</title>'
-                f'<line x1="{mx:.2f}" y1="{top}" x2="{mx:.2f}" y2="{base}"/>'
-                + (
-                    f'<text x="{mx + dx:.2f}" y="{ty}" text-anchor="{anchor}">{_e(text)}</text>'
-                    if text
-                    else ""
-                )
-                + "</g>"
+                f'<g class="marker {cls}" data-at-ns="{int(at)}">'
+                f"<title>{_e(tag)} {_e(text or 'end of response ' + fmt_value(at, 'ns'))}</title>"
+                f'<line x1="{mx:.2f}" y1="{top}" x2="{mx:.2f}" y2="{base}"/></g>'
             )
             if text:
-                label_row += 1
+                anchor = "end" if mx > _LEFT + plot_w * 0.8 else "start"
+                dx = -4 if anchor == "end" else 4
+                ty = top + 12 + 13 * len(labels)
+                labels.append(
+                    f'<text class="{cls}" x="{mx + dx:.2f}" y="{ty}" text-anchor="{anchor}">{_e(text)}</text>'
+                )
+        for i, c in enumerate(chunks):
+            h = _TICK_MIN + (_LANE_H - 8 - _TICK_MIN) * math.sqrt(len(c.data) / max_size)
+            title = f"{tag} piece {i} at {fmt_value(c.at_ns, 'ns')}, {len(c.data)} bytes\n{piece_text(c.data)}"
+            out.append(
+                f'<rect class="tick" data-piece="{i}" data-bytes="{len(c.data)}" x="{x(c.at_ns) - 1.25:.2f}" '
+                f'y="{base - h:.2f}" width="2.5" height="{h:.2f}" fill="{color}"><title>{_e(title)}</title></rect>'
+            )
+        out.append('<g class="marker-labels">' + "".join(labels) + "</g>")
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)
@@ -271,7 +276,9 @@ def _meaning(rep: DiffReport) -> str:
     )
     t = m.text
     ti = "text" in m.ignored
-    out.append('<table class="grid"><tr><th></th><th>A</th><th>B</th><th></th></tr>')
+    out.append(
+        '<div class="row"><table class="grid"><tr><th></th><th>A</th><th>B</th><th></th></tr>'
+    )
     out.append(
         f'<tr class="{"" if t.same else "differs"}"><td>text</td><td class="val">{len(t.a)} characters</td>'
         f'<td class="val">{len(t.b)} characters</td>{_state_cell(SAME if t.same else DIFFERS, ti)}</tr>'
@@ -310,11 +317,16 @@ def _meaning(rep: DiffReport) -> str:
                 f'<td class="val">{_e(show(c.a))}</td><td class="val">{_e(show(c.b))}</td>'
                 f"{_state_cell(c.state, ui, c.note)}</tr>"
             )
-    out.append("</table>")
-    if t.same and t.a:
-        out.append(f'<pre class="text" title="assembled text">{_e(t.a)}</pre>')
+    out.append('</table><div class="col">')
+    if t.same:
+        if t.a:
+            out.append(
+                f'<div class="caption">assembled text</div><pre class="text">{_e(t.a)}</pre>'
+            )
     else:
-        out.append(f"<p>first difference at character {t.first_difference}</p>")
+        out.append(
+            f'<div class="caption">text diff, first difference at character {t.first_difference}</div>'
+        )
         out.append('<pre class="diff">')
         for line in t.unified:
             cls = (
@@ -331,7 +343,7 @@ def _meaning(rep: DiffReport) -> str:
             text = _e(printable(line)) or " "
             out.append(f'<span class="{cls}">{text}</span>' if cls else f"{text}\n")
         out.append("</pre>")
-    out.append("</section>")
+    out.append("</div></div></section>")
     return "".join(out)
 
 
