@@ -527,10 +527,10 @@ class ReplayServer:
         try:
             profile = self._profile_for(req)
         except StreamtapeError as e:
-            writer.write(simple_response(400, no_match_body(str(e), "streamtape_bad_profile"),
-                                         keep_alive=keep_alive))
             done(status=400, interaction=None, source=None, profile=None, outcome="bad_profile",
                  detail=str(e))
+            writer.write(simple_response(400, no_match_body(str(e), "streamtape_bad_profile"),
+                                         keep_alive=keep_alive))
             return keep_alive
 
         try:
@@ -543,9 +543,9 @@ class ReplayServer:
                 )
         except NoMatchError as e:
             self.stats.no_match += 1
-            writer.write(simple_response(404, no_match_body(str(e)), keep_alive=keep_alive))
             done(status=404, interaction=None, source=None, profile=None, outcome="no_match",
                  detail=str(e))
+            writer.write(simple_response(404, no_match_body(str(e)), keep_alive=keep_alive))
             return keep_alive
         n, source = self._where[index] if index < len(self._where) else (index, None)
         ptext = getattr(profile, "text", None) or str(profile)
@@ -554,17 +554,30 @@ class ReplayServer:
         try:
             sched = profile.schedule(ix)
         except StreamtapeError as e:
-            writer.write(simple_response(400, no_match_body(str(e), "streamtape_bad_profile"),
-                                         keep_alive=keep_alive))
             done(status=400, interaction=n, source=source, profile=ptext, outcome="bad_profile",
                  detail=str(e))
+            writer.write(simple_response(400, no_match_body(str(e), "streamtape_bad_profile"),
+                                         keep_alive=keep_alive))
             return keep_alive
 
-        outcome, pieces, nbytes, keep = await self._play(sched, req, writer, t0, keep_alive)
-        if sched.framing == "none":
-            outcome = "no_response"
-        done(status=sched.status or None, interaction=n, source=source, profile=ptext, outcome=outcome,
-             pieces=pieces, bytes=nbytes, duration_ns=time.perf_counter_ns() - t0)
+        reported = False
+
+        def report(outcome: str, pieces: int, nbytes: int) -> None:
+            # Called just before the last bytes (or the close) go out, so a client
+            # that has seen the end of its response can already read the line.
+            nonlocal reported
+            if reported:
+                return
+            reported = True
+            if sched.framing == "none":
+                outcome = "no_response"
+            done(status=sched.status or None, interaction=n, source=source, profile=ptext,
+                 outcome=outcome, pieces=pieces, bytes=nbytes,
+                 duration_ns=time.perf_counter_ns() - t0)
+
+        outcome, pieces, nbytes, keep = await self._play(sched, req, writer, t0, keep_alive,
+                                                         report)
+        report(outcome, pieces, nbytes)
         return keep
 
     def _direct(self, req: _Req) -> int | None:
@@ -588,7 +601,8 @@ class ReplayServer:
         return f"http://{host}{req.target}"
 
     async def _play(
-        self, sched: Any, req: _Req, writer: asyncio.StreamWriter, t0: int, keep_alive: bool
+        self, sched: Any, req: _Req, writer: asyncio.StreamWriter, t0: int, keep_alive: bool,
+        report: Callable[[str, int, int], None],
     ) -> tuple[str, int, int, bool]:
         """Run one schedule on the socket. Returns (outcome, pieces, bytes, keep connection)."""
         steps = sched.steps
@@ -596,6 +610,7 @@ class ReplayServer:
         if sched.framing == "none" or not sched.status:
             # The recording got no response head (upstream refused): neither does the client.
             await sleep_until(t0 + (steps[-1].at_ns if steps else sched.head_at_ns))
+            report("cut", 0, 0)
             if steps and steps[-1].kind == "reset":
                 _reset(transport)
             else:
@@ -630,6 +645,7 @@ class ReplayServer:
                     if transport.get_write_buffer_size() > 65536:
                         await writer.drain()
                 elif kind == "end":
+                    report("complete", pieces, nbytes)
                     if framing == "chunked":
                         transport.write(LAST_CHUNK)
                     if framing == "close-delimited" or not keep:
@@ -640,13 +656,16 @@ class ReplayServer:
                     return "complete", pieces, nbytes, True
                 elif kind == "cut":
                     await self._flush(writer)
+                    report("cut", pieces, nbytes)
                     writer.close()
                     return "cut", pieces, nbytes, False
                 elif kind == "reset":
                     await self._flush(writer)
+                    report("reset", pieces, nbytes)
                     _reset(transport)
                     return "reset", pieces, nbytes, False
             # A schedule without a final step: end it cleanly.
+            report("complete", pieces, nbytes)
             if framing == "chunked":
                 transport.write(LAST_CHUNK)
             await writer.drain()
@@ -669,15 +688,14 @@ class ReplayServer:
         path = req.target.split("?", 1)[0]
         if req.method == "GET" and path == CONTROL_PREFIX + "requests":
             body = json.dumps(_jsonable(self.matcher.received), indent=None).encode()
-            writer.write(simple_response(200, body, keep_alive=keep_alive))
             status = 200
         else:
             body = no_match_body(f"unknown control endpoint {req.method} {path}",
                                  "streamtape_bad_request")
-            writer.write(simple_response(404, body, keep_alive=keep_alive))
             status = 404
         self._emit(ServedRequest(number, req.method, req.target, status, None, None, None,
                                  "control"))
+        writer.write(simple_response(status, body, keep_alive=keep_alive))
         await writer.drain()
         return keep_alive
 

@@ -1,0 +1,517 @@
+"""The replay server over real sockets: wire framing, timing, faults, matching, control, CLI.
+
+Chunk boundaries are checked with a raw-socket client that parses the chunked
+framing itself and timestamps every chunk; behaviour a client sees is checked
+with httpx and the openai SDK.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+import streamtape
+from streamtape import Chunk, Interaction, Request, Response
+from streamtape.serve import ReplayServer, frame, response_head
+from tests.servers import chat_events
+
+MS = 1_000_000
+ROOT = Path(__file__).resolve().parent.parent
+SSE = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+WORDS = ["Hel", "lo", ", ", "wör", "ld", "!"]
+EVENTS = chat_events(WORDS)
+CHAT_BODY = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def chat_ix(
+    gap_ms: float = 20,
+    *,
+    body: dict | None = None,
+    outcome: str = "complete",
+    events: list[bytes] = EVENTS,
+    extra_headers: tuple[tuple[str, str], ...] = (),
+    framing: str = "chunked",
+    tag: str = "",
+) -> Interaction:
+    chunks = tuple(Chunk(int((i + 1) * gap_ms * MS), e) for i, e in enumerate(events))
+    headers = SSE + extra_headers
+    if framing == "chunked":
+        headers += (("Transfer-Encoding", "chunked"),)
+    elif framing == "content-length":
+        headers += (("Content-Length", str(sum(len(e) for e in events))),)
+    return Interaction(
+        Request(
+            "POST",
+            "https://api.openai.com/v1/chat/completions",
+            headers=(("content-type", "application/json"), ("authorization", "REDACTED")),
+            body=json.dumps(body or CHAT_BODY).encode(),
+        ),
+        Response(200, "OK", headers=headers, framing=framing, chunks=chunks,
+                 headers_at_ns=int(gap_ms * MS / 2)),
+        outcome=outcome,
+        end_ns=chunks[-1].at_ns + MS,
+        labels={"tag": tag} if tag else {},
+    )
+
+
+# --------------------------------------------------------------------------- raw client
+
+
+@dataclass
+class Raw:
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    chunks: list[tuple[int, bytes]] = field(default_factory=list)  # (arrival ns after send, data)
+    ending: str = ""  # "complete" | "eof" (closed without finishing) | "reset"
+    head_at: int = 0
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(d for _, d in self.chunks)
+
+
+class _Sock:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+        self.t = 0
+
+    def fill(self) -> bool:
+        data = self.sock.recv(65536)
+        self.t = time.perf_counter_ns()
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def until(self, sep: bytes) -> bytes | None:
+        while sep not in self.buf:
+            if not self.fill():
+                return None
+        out, _, self.buf = self.buf.partition(sep)
+        return out
+
+    def exactly(self, n: int) -> bytes | None:
+        while len(self.buf) < n:
+            if not self.fill():
+                return None
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def raw_request(url: str, path: str = "/v1/chat/completions", body: dict | None = None,
+                headers: dict[str, str] | None = None, method: str = "POST",
+                timeout: float = 10, proxy: bool = False) -> Raw:
+    """One request on a fresh socket; the response parsed by hand, chunk by chunk."""
+    host, port = url.removeprefix("http://").split(":")
+    payload = json.dumps(CHAT_BODY if body is None else body).encode() if method == "POST" else b""
+    target = f"http://llm.test{path}" if proxy else path
+    lines = [f"{method} {target} HTTP/1.1", "Host: llm.test", "Connection: close"]
+    if payload:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        r = _Sock(s)
+        t0 = time.perf_counter_ns()
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        try:
+            head = r.until(b"\r\n\r\n")
+            assert head is not None, "no response head"
+            status_line, *hlines = head.decode("latin-1").split("\r\n")
+            _, status, reason = ([*status_line.split(" ", 2), ""])[:3]
+            hdrs = [(k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in hlines)]
+            out = Raw(int(status), reason, hdrs, head_at=r.t - t0)
+            te = out.header("transfer-encoding")
+            if te == "chunked":
+                while True:
+                    size_line = r.until(b"\r\n")
+                    if size_line is None:
+                        out.ending = "eof"
+                        return out
+                    size = int(size_line, 16)
+                    data = r.exactly(size + 2)
+                    if data is None:
+                        out.ending = "eof"
+                        return out
+                    if size == 0:
+                        out.ending = "complete"
+                        return out
+                    out.chunks.append((r.t - t0, data[:-2]))
+            length = out.header("content-length")
+            while True:
+                if length is not None and sum(len(d) for _, d in out.chunks) >= int(length):
+                    out.ending = "complete"
+                    return out
+                if r.buf:
+                    out.chunks.append((r.t - t0, r.buf))
+                    r.buf = b""
+                    continue
+                if not r.fill():
+                    out.ending = "eof" if length is not None else "complete"
+                    return out
+        except ConnectionResetError:
+            out.ending = "reset"
+            return out
+
+
+@pytest.fixture
+def lines() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def served(lines: list[str]) -> Iterator[ReplayServer]:
+    recordings = [
+        chat_ix(20),
+        chat_ix(5, body={**CHAT_BODY, "model": "other"}, tag="second"),
+        chat_ix(5, body={**CHAT_BODY, "model": "cut"}, outcome="upstream_closed",
+                events=EVENTS[:4]),
+        chat_ix(5, body={**CHAT_BODY, "model": "cl"}, framing="content-length",
+                extra_headers=(("Connection", "keep-alive"), ("Keep-Alive", "timeout=5"))),
+        chat_ix(5, body={**CHAT_BODY, "model": "close"}, framing="close-delimited"),
+    ]
+    with ReplayServer(recordings, profile="faithful", log=lines.append) as srv:
+        yield srv
+
+
+# --------------------------------------------------------------------------- pure part
+
+
+def test_head_recomputes_hop_by_hop_and_framing_headers() -> None:
+    head, framing, keep = response_head(
+        200, "OK",
+        [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked"),
+         ("Connection", "keep-alive"), ("Keep-Alive", "timeout=5"), ("Content-Length", "12"),
+         ("X-Request-Id", "abc")],
+        "chunked",
+    )
+    text = head.decode()
+    assert text.startswith("HTTP/1.1 200 OK\r\n")
+    assert text.count("Transfer-Encoding") == 1
+    assert "Content-Length" not in text and "Keep-Alive" not in text and "Connection" not in text
+    assert "X-Request-Id: abc" in text
+    assert (framing, keep) == ("chunked", True)
+    _, framing, keep = response_head(200, "OK", [], "close-delimited")
+    assert (framing, keep) == ("close-delimited", False)
+
+
+def test_frame_puts_one_piece_in_one_chunk() -> None:
+    assert frame("chunked", b"hello") == b"5\r\nhello\r\n"
+    assert frame("content-length", b"hello") == b"hello"
+
+
+# --------------------------------------------------------------------------- wire
+
+
+def test_each_recorded_piece_is_one_http_chunk_on_the_wire(served: ReplayServer) -> None:
+    r = raw_request(served.url, headers={"X-Streamtape-Profile": "instant"})
+    assert r.status == 200
+    assert [d for _, d in r.chunks] == EVENTS
+    assert r.ending == "complete"
+
+
+def test_status_headers_and_reason_are_as_recorded(served: ReplayServer) -> None:
+    r = raw_request(served.url, headers={"X-Streamtape-Profile": "instant"})
+    assert (r.status, r.reason) == (200, "OK")
+    assert r.header("content-type") == "text/event-stream"
+    assert r.header("cache-control") == "no-cache"
+    assert [k.lower() for k, _ in r.headers].count("transfer-encoding") == 1
+
+
+@pytest.mark.realtime
+def test_faithful_replay_reproduces_recorded_gaps(served: ReplayServer) -> None:
+    r = raw_request(served.url)
+    assert [d for _, d in r.chunks] == EVENTS
+    arrivals = [t for t, _ in r.chunks]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    errors = [abs(g - 20 * MS) for g in gaps]
+    # Generous: client and server share one process (and its GIL) on a busy machine.
+    # bench/replay.py measures the real figures, client and server in separate processes.
+    assert statistics.median(errors) < 2 * MS, gaps
+    assert max(errors) < 15 * MS, gaps
+    # The first piece is due 20 ms after the request, the head 10 ms after.
+    assert 15 * MS < arrivals[0] < 60 * MS
+
+
+def test_content_length_recording_replays_with_its_length(served: ReplayServer) -> None:
+    body = {**CHAT_BODY, "model": "cl"}
+    r = raw_request(served.url, body=body, headers={"X-Streamtape-Profile": "instant"})
+    assert r.header("content-length") == str(len(b"".join(EVENTS)))
+    assert r.header("transfer-encoding") is None
+    assert r.header("keep-alive") is None
+    assert r.body == b"".join(EVENTS)
+    assert r.ending == "complete"
+
+
+def test_close_delimited_recording_ends_by_closing(served: ReplayServer) -> None:
+    body = {**CHAT_BODY, "model": "close"}
+    r = raw_request(served.url, body=body, headers={"X-Streamtape-Profile": "instant"})
+    assert r.header("content-length") is None and r.header("transfer-encoding") is None
+    assert r.header("connection") == "close"
+    assert r.body == b"".join(EVENTS)
+
+
+def test_keep_alive_serves_repeats_in_order_on_one_connection() -> None:
+    first, second = chat_ix(1, tag="a", events=EVENTS[:2]), chat_ix(1, tag="b", events=EVENTS[2:])
+    with ReplayServer([first, second], profile="instant", log=lambda _: None) as srv, \
+            httpx.Client(base_url=srv.url) as client:
+        got = [client.post("/v1/chat/completions", json=CHAT_BODY).content for _ in range(3)]
+        assert got == [b"".join(EVENTS[:2]), b"".join(EVENTS[2:]), b"".join(EVENTS[2:])]
+        assert len(srv._conns) == 1  # one connection reused
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_cut_closes_without_the_terminating_chunk(served: ReplayServer) -> None:
+    r = raw_request(served.url, headers={"X-Streamtape-Profile": "instant;fault=cut-event:3"})
+    assert r.ending == "eof"
+    assert r.body == b"".join(EVENTS[:3])
+
+
+def test_cut_is_an_error_for_httpx_not_a_short_answer(served: ReplayServer) -> None:
+    with pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"):
+        httpx.post(served.url + "/v1/chat/completions", json=CHAT_BODY,
+                   headers={"X-Streamtape-Profile": "instant;fault=cut:50%"})
+
+
+def test_reset_sends_a_tcp_rst(served: ReplayServer) -> None:
+    r = raw_request(served.url, headers={"X-Streamtape-Profile": "instant;fault=reset:50%"})
+    assert r.ending == "reset"
+    assert 0 < len(r.body) < len(b"".join(EVENTS))
+
+
+def test_recording_whose_upstream_closed_replays_as_a_cut(served: ReplayServer,
+                                                          lines: list[str]) -> None:
+    body = {**CHAT_BODY, "model": "cut"}
+    r = raw_request(served.url, body=body, headers={"X-Streamtape-Profile": "instant"})
+    assert r.ending == "eof"
+    assert r.body == b"".join(EVENTS[:4])
+    assert "outcome=cut" in lines[-1]
+
+
+@pytest.mark.realtime
+def test_stall_sends_nothing_for_its_duration(served: ReplayServer) -> None:
+    r = raw_request(served.url, headers={"X-Streamtape-Profile": "instant;fault=stall:3:0.3"})
+    assert r.ending == "complete"
+    times = [t for t, _ in r.chunks]
+    # Events 1-2 at once, then 300 ms of silence before event 3.
+    assert times[1] < 100 * MS
+    assert times[2] - times[1] >= 290 * MS
+
+
+def test_status_fault_answers_an_error_body_before_streaming(served: ReplayServer) -> None:
+    r = httpx.post(served.url + "/v1/chat/completions", json=CHAT_BODY,
+                   headers={"X-Streamtape-Profile": "instant;fault=status:429"})
+    assert r.status_code == 429
+    assert r.headers["retry-after"]
+    assert "error" in r.json()
+
+
+def test_client_disconnect_mid_stream_is_logged_and_the_server_goes_on(
+    served: ReplayServer, lines: list[str]
+) -> None:
+    with httpx.stream("POST", served.url + "/v1/chat/completions", json=CHAT_BODY) as r:
+        next(r.iter_raw())
+    deadline = time.monotonic() + 5
+    while not any("client_disconnected" in x for x in lines) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert any("client_disconnected" in x for x in lines), lines
+    r2 = raw_request(served.url, headers={"X-Streamtape-Profile": "instant"})
+    assert r2.ending == "complete"
+
+
+# --------------------------------------------------------------------------- profile header
+
+
+def test_profile_header_overrides_the_profile_for_one_request(served: ReplayServer) -> None:
+    r = raw_request(served.url, headers={"X-Streamtape-Profile": "chunk=bytes:7;latency=instant"})
+    assert all(len(d) <= 7 for _, d in r.chunks)
+    assert r.body == b"".join(EVENTS)
+    plain = raw_request(served.url, headers={"X-Streamtape-Profile": "instant"})
+    assert [d for _, d in plain.chunks] == EVENTS
+
+
+def test_bad_profile_header_is_a_400_naming_the_bad_item(served: ReplayServer,
+                                                         lines: list[str]) -> None:
+    r = httpx.post(served.url + "/v1/chat/completions", json=CHAT_BODY,
+                   headers={"X-Streamtape-Profile": "chunk=sideways"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["type"] == "streamtape_bad_profile"
+    assert "sideways" in err["message"]
+    assert "bad_profile" in lines[-1]
+
+
+# --------------------------------------------------------------------------- matching, control, log
+
+
+def test_no_match_is_an_openai_shaped_404_naming_the_closest_request(
+    served: ReplayServer, lines: list[str]
+) -> None:
+    r = httpx.post(served.url + "/v1/chat/completions",
+                   json={**CHAT_BODY, "model": "nonesuch"})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["type"] == "streamtape_no_match"
+    assert "closest is #" in err["message"] and "nonesuch" in err["message"]
+    assert "no_match" in lines[-1] and "nonesuch" in lines[-1]
+
+
+def test_requests_endpoint_lists_what_was_received(served: ReplayServer) -> None:
+    httpx.post(served.url + "/v1/chat/completions", json={**CHAT_BODY, "model": "other"},
+               headers={"X-Streamtape-Profile": "instant"})
+    httpx.post(served.url + "/v1/nope", json={})
+    got = httpx.get(served.url + "/_streamtape/requests").json()
+    assert [(g["method"], g["path"], g["matched"]) for g in got] == [
+        ("POST", "/v1/chat/completions", 1),
+        ("POST", "/v1/nope", None),
+    ]
+    assert json.loads(got[0]["body"])["model"] == "other"
+
+
+def test_one_log_line_per_request_names_interaction_profile_outcome(
+    served: ReplayServer, lines: list[str]
+) -> None:
+    httpx.post(served.url + "/v1/chat/completions", json={**CHAT_BODY, "model": "other"},
+               headers={"X-Streamtape-Profile": "chunk=whole;latency=instant"})
+    assert len(lines) == 1
+    line = lines[0]
+    assert "interaction 1" in line
+    assert "profile=chunk=whole;latency=instant" in line
+    assert "outcome=complete" in line and " 200 " in line
+
+
+def test_openai_sdk_assembles_the_recorded_text_over_the_server(served: ReplayServer) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="sk-test", max_retries=0)
+    stream = client.chat.completions.create(
+        model="test-model", stream=True, messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"X-Streamtape-Profile": "adversarial:utf8-split"},
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "".join(WORDS)
+
+
+async def test_async_use_and_close_with_streams_in_flight() -> None:
+    import asyncio
+
+    srv = ReplayServer([chat_ix(200)], log=lambda _: None)
+    await srv.start()
+    async with httpx.AsyncClient() as client:
+        async def fetch() -> None:
+            async with client.stream("POST", srv.url + "/v1/chat/completions",
+                                     json=CHAT_BODY) as r:
+                async for _ in r.aiter_raw():
+                    pass
+
+        tasks = [asyncio.create_task(fetch()) for _ in range(5)]
+        await asyncio.sleep(0.3)
+        await srv.close()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, httpx.RemoteProtocolError) for r in results), results
+    assert not srv._conns
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "streamtape.cli", *args]
+
+
+@pytest.fixture
+def tape(tmp_path: Path) -> Path:
+    p = tmp_path / "chat.tape"
+    streamtape.save(p, [chat_ix(5)])
+    return p
+
+
+def _start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert "http://127.0.0.1:" in first, first + proc.stderr.read()
+    url = "http://" + first.split("http://")[1].split()[0]
+    return proc, url
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cli_serves_logs_and_stops_cleanly_on_signal(tape: Path, sig: int) -> None:
+    proc, url = _start(_cli("serve", str(tape), "--port", "0"))
+    try:
+        r = httpx.post(url + "/v1/chat/completions", json=CHAT_BODY)
+        assert r.text == "".join(e.decode() for e in EVENTS)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "interaction 0 of chat.tape" in out and "outcome=complete" in out
+    assert "stopped; served 1 request" in err
+
+
+@pytest.mark.slow
+def test_cli_profile_option_applies(tape: Path) -> None:
+    proc, url = _start(_cli("serve", str(tape), "--port", "0", "--profile", "chunk=bytes:5;latency=instant"))
+    try:
+        r = raw_request(url)
+        assert all(len(d) <= 5 for _, d in r.chunks) and r.body == b"".join(EVENTS)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profile", "chunk=sideways"], "sideways"),
+        (["--passthrough"], "only apply with --proxy"),
+    ],
+)
+def test_cli_user_mistakes_are_one_line_and_exit_2(tape: Path, args: list[str],
+                                                   message: str) -> None:
+    res = subprocess.run(_cli("serve", str(tape), "--port", "0", *args),
+                         capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert res.returncode == 2
+    assert message in res.stderr
+    assert res.stderr.startswith("streamtape: error: ") and res.stderr.count("\n") == 1
+
+
+def test_cli_missing_cassette_is_one_line(tmp_path: Path) -> None:
+    res = subprocess.run(_cli("serve", str(tmp_path / "nope.tape")), capture_output=True,
+                         text=True, timeout=30, cwd=ROOT)
+    assert res.returncode == 2
+    assert "nope.tape" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_cli_busy_port_is_one_line(tape: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = subprocess.run(_cli("serve", str(tape), "--port", str(port)),
+                             capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert res.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr
