@@ -217,6 +217,9 @@ class TextDiff:
     """Unified diff lines (no line ends); empty when the texts are equal."""
     first_difference: int | None = None
     """Character offset of the first difference."""
+    words: tuple[tuple[str, str], ...] = ()
+    """The same difference word by word: ``("=", text)``, ``("-", only in A)``,
+    ``("+", only in B)``; left empty for texts over :data:`WORD_DIFF_LIMIT` characters."""
 
 
 @dataclass(frozen=True)
@@ -462,7 +465,55 @@ def json_equal(x: Any, y: Any) -> bool:
     return type(x) is type(y) and x == y
 
 
+WORD_DIFF_LIMIT = 20_000
+_WORD_RE = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+def word_diff(a: str, b: str) -> tuple[tuple[str, str], ...]:
+    """Word-level difference (words, runs of space and single punctuation marks)."""
+    wa, wb = _WORD_RE.findall(a), _WORD_RE.findall(b)
+    out: list[tuple[str, str]] = []
+
+    def add(op: str, text: str) -> None:
+        if not text:
+            return
+        if out and out[-1][0] == op:
+            out[-1] = (op, out[-1][1] + text)
+        else:
+            out.append((op, text))
+
+    sm = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            add("=", "".join(wa[i1:i2]))
+        else:
+            add("-", "".join(wa[i1:i2]))
+            add("+", "".join(wb[j1:j2]))
+    return tuple(out)
+
+
+def compact_words(words: Sequence[tuple[str, str]], keep: int = 40) -> list[tuple[str, str]]:
+    """A word diff with long unchanged runs cut to ``keep`` characters of context."""
+    out = []
+    last = len(words) - 1
+    for i, (op, text) in enumerate(words):
+        if op == "=" and len(text) > 2 * keep + 5:
+            if i == 0:
+                text = "…" + text[-keep:]
+            elif i == last:
+                text = text[:keep] + "…"
+            else:
+                text = text[:keep] + " … " + text[-keep:]
+        elif op == "=" and i == 0 and len(text) > keep + 5:
+            text = "…" + text[-keep:]
+        elif op == "=" and i == last and len(text) > keep + 5:
+            text = text[:keep] + "…"
+        out.append((op, text))
+    return out
+
+
 def compare_text(a: str, b: str, label_a: str = "A", label_b: str = "B") -> TextDiff:
+    """Equal, or a unified diff (by line) plus a word diff (for texts of modest size)."""
     if a == b:
         return TextDiff(a, b, True)
     first = next(
@@ -474,7 +525,8 @@ def compare_text(a: str, b: str, label_a: str = "A", label_b: str = "B") -> Text
             a.split("\n"), b.split("\n"), fromfile=label_a, tofile=label_b, lineterm=""
         )
     )
-    return TextDiff(a, b, False, unified, first)
+    words = word_diff(a, b) if len(a) + len(b) <= WORD_DIFF_LIMIT else ()
+    return TextDiff(a, b, False, unified, first, words)
 
 
 def _valid_json(tc: Any) -> bool:
@@ -1053,6 +1105,17 @@ def _render_report(rep: DiffReport, st: Style, max_diff_lines: int) -> list[str]
                 out.append("    " + st(shown, fg="green"))
             else:
                 out.append("    " + shown)
+        if t.words:
+            parts = []
+            for op, text in compact_words(t.words):
+                shown = printable(text)
+                if op == "-":
+                    parts.append(st(f"[-{shown}-]", fg="red"))
+                elif op == "+":
+                    parts.append(st(f"{{+{shown}+}}", fg="green"))
+                else:
+                    parts.append(shown)
+            out.append("    " + st("words: ", dim=True) + "".join(parts))
     # tools
     toi = "tools" in m.ignored
     if not m.tools:
@@ -1192,6 +1255,7 @@ def report_json(rep: DiffReport) -> dict[str, Any]:
                 "b": m.text.b,
                 "first_difference": m.text.first_difference,
                 "unified_diff": list(m.text.unified),
+                "word_diff": [list(w) for w in m.text.words],
             },
             "tool_calls": {
                 "same": m.category_same("tools"),

@@ -21,6 +21,7 @@ from .diff import (
     CassetteDiff,
     DiffReport,
     Side,
+    compact_words,
     fmt_ratio,
     fmt_value,
     printable,
@@ -73,6 +74,8 @@ section.meaning tr.differs td { background: #fef2f2; }
 table.grid { min-width: 560px; }
 .row { display: flex; gap: 28px; align-items: flex-start; flex-wrap: wrap; }
 .row > .col { flex: 1; min-width: 320px; }
+pre.words del { background: #fee2e2; color: #991b1b; text-decoration: line-through; }
+pre.words ins { background: #dcfce7; color: #166534; text-decoration: none; }
 .caption { font-size: 12px; color: #57606a; margin: 2px 0; }
 pre.diff { background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 10px; font-size: 12px;
            overflow-x: auto; max-height: 420px; margin: 6px 0; }
@@ -343,6 +346,18 @@ def _meaning(rep: DiffReport) -> str:
             text = _e(printable(line)) or " "
             out.append(f'<span class="{cls}">{text}</span>' if cls else f"{text}\n")
         out.append("</pre>")
+        if t.words:
+            out.append('<div class="caption">word by word</div><pre class="text words">')
+            for op, text in compact_words(t.words, keep=200):
+                shown = _e(printable(text))
+                out.append(
+                    f"<del>{shown}</del>"
+                    if op == "-"
+                    else f"<ins>{shown}</ins>"
+                    if op == "+"
+                    else shown
+                )
+            out.append("</pre>")
     out.append("</div></div></section>")
     return "".join(out)
 

@@ -250,10 +250,21 @@ def test_different_text_exits_1_and_shows_a_unified_diff(recorded, capsys) -> No
     assert "-Hello there, wörld & <friends>!" in out
     assert "+Hello there, moon!" in out
     assert "first difference at character 13" in out
+    assert "words: Hello there, [-wörld & <friends>-]{+moon+}!" in out
     code, out, _ = run("diff", "--json", recorded["hello"], recorded["hello_moon"], capsys=capsys)
     text = json.loads(out)["pairs"][0]["meaning"]["text"]
     assert code == 1 and text["same"] is False
     assert text["unified_diff"][0].startswith("---") and "+Hello there, moon!" in text["unified_diff"]
+    assert text["word_diff"] == [["=", "Hello there, "], ["-", "wörld & <friends>"], ["+", "moon"], ["=", "!"]]
+
+
+def test_word_diff_of_a_long_paragraph_keeps_only_context_around_the_change() -> None:
+    a = " ".join(f"word{i}" for i in range(300))
+    b = a.replace("word150", "WORD150")
+    rep = compare(_ix("/x", {"q": 1}, text=a), _ix("/x", {"q": 1}, text=b))
+    (line,) = [x for x in render_text(rep).splitlines() if x.strip().startswith("words:")]
+    assert "[-word150-]{+WORD150+}" in line
+    assert len(line) < 200 and line.count("…") == 2
 
 
 def test_ignore_text_relaxes_the_verdict(recorded, capsys) -> None:
@@ -373,6 +384,30 @@ def test_missing_or_bad_cassette_and_bad_options_exit_2(recorded, tmp_path, caps
     assert code == 2 and "--ignore" in err and err.count("\n") == 1
     code, _, err = run("diff", recorded["hello"], recorded["hello"], "--shape", "klingon", capsys=capsys)
     assert code == 2 and "klingon" in err and err.count("\n") == 1
+
+
+def test_shape_option_forces_the_format_per_side(recorded, capsys) -> None:
+    code, out, _ = run("diff", "--json", "--shape", "openai-chat,ollama-chat", recorded["hello"], recorded["ollama"], capsys=capsys)
+    assert code == 0 and json.loads(out)["same"] is True
+    # Reading an SSE stream as Ollama NDJSON finds no text: the meaning differs.
+    code, out, _ = run("diff", "--json", "--shape", "ollama-chat", recorded["hello"], recorded["ollama"], capsys=capsys)
+    p = json.loads(out)["pairs"][0]
+    assert code == 1 and p["a"]["shape"] == "ollama-chat" and p["meaning"]["text"]["a"] == ""
+    code, _, err = run("diff", "--shape", "openai-chat,", recorded["hello"], recorded["ollama"], capsys=capsys)
+    assert code == 2 and "NAME_A,NAME_B" in err
+
+
+def test_a_folder_of_cassettes_is_one_side(recorded, tmp_path, capsys) -> None:
+    folder = tmp_path / "nightly"
+    folder.mkdir()
+    streamtape.save(folder / "1.tape", [one(recorded["tools_reordered"])])
+    streamtape.save(folder / "2.tape", [one(recorded["hello_rechunked"])])
+    both = tmp_path / "base.tape"
+    streamtape.save(both, [one(recorded["hello"]), one(recorded["tools"])])
+    code, out, _ = run("diff", "--json", both, folder, capsys=capsys)
+    doc = json.loads(out)
+    assert code == 0 and len(doc["pairs"]) == 2 and doc["unpaired"] == []
+    assert [p["b"]["label"] for p in doc["pairs"]] == [f"{folder / '2.tape'}#0", f"{folder / '1.tape'}#0"]
 
 
 def test_file_hash_n_compares_two_interactions_of_one_cassette(recorded, tmp_path, capsys) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..cassette import Interaction, load
+from ..cassette import Interaction, load, load_many
 from ..diff import IGNORABLE, CassetteDiff, diff_many, parse_gate, render_text, result_json
 from ..errors import CassetteError, OptionError
 
@@ -28,7 +28,8 @@ class Operand:
 
 
 def load_operand(text: str) -> Operand:
-    """``FILE`` (every interaction) or ``FILE#N`` (the N-th, from 0). CassetteError on bad input."""
+    """``FILE`` (every interaction), ``FILE#N`` (the N-th, from 0) or a folder (every
+    ``*.tape`` in it). CassetteError on bad input."""
     m = _INDEX_RE.match(text)
     if m and not Path(text).exists():
         path, raw = m.group("path"), m.group("index")
@@ -48,10 +49,15 @@ def load_operand(text: str) -> Operand:
             )
             raise CassetteError(f"{text}: no interaction #{n}; {path} holds {have}")
         return Operand(text, [cas[n]], [text])
-    cas = load(text)
-    for w in cas.warnings:
-        click.echo(f"streamtape: warning: {w}", err=True)
-    return Operand(text, list(cas), [f"{text}#{i}" for i in range(len(cas))])
+    cassettes = load_many([text]) if Path(text).is_dir() else [load(text)]
+    interactions: list[Interaction] = []
+    labels: list[str] = []
+    for cas in cassettes:
+        for w in cas.warnings:
+            click.echo(f"streamtape: warning: {w}", err=True)
+        interactions.extend(cas)
+        labels.extend(f"{cas.path or text}#{i}" for i in range(len(cas)))
+    return Operand(text, interactions, labels)
 
 
 def _shapes(value: str | None) -> tuple[str | None, str | None]:
@@ -114,10 +120,17 @@ def diff_command(
 ) -> None:
     """Compare A and B: meaning (text, tool calls, finish, usage), timing and wire framing.
 
-    A and B are cassettes (interactions are paired by request: method, path and
-    JSON body) or FILE#N for one interaction (FILE#0 FILE#1 compares two in one
-    cassette). Exit status: 0 when the meaning is the same, 1 when it differs or
-    a --fail-on gate fails, 2 on bad input.
+    A and B are cassettes or folders of them (interactions are paired by request:
+    method, path and JSON body; unpaired ones are listed), or FILE#N for one
+    interaction (FILE#0 FILE#1 compares two in one cassette). When each side holds
+    one interaction they are compared whatever their requests.
+
+    A gate such as ttft>1.5x fails when the comparison holds for B against A
+    (x: factor, +20ms: change, +10%: change in percent, 2s: B alone); a gate
+    that cannot be checked (no first token on a side) fails too.
+
+    Exit status: 0 when the meaning is the same, 1 when it differs, a pair is
+    missing or a gate fails, 2 on bad input.
     """
     gates = [parse_gate(g) for g in fail_on]
     shape_a, shape_b = _shapes(shape)
