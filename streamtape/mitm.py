@@ -114,6 +114,7 @@ class RecordAddon:
         self.labels: dict[str, str] = {}
         self.saved = 0
         self._running = False
+        self._deferred: list[Any] = []
         self._ticker: asyncio.Task[None] | None = None
         self._finished: list[Interaction] = []
 
@@ -207,8 +208,20 @@ class RecordAddon:
             except OSError as e:
                 raise OptionError(f"streamtape_out: {out}: {e.strerror or e}") from None
         self.recorder = Recorder(
-            self.writer.submit, self.writer.new_id, redaction=self.redaction, labels=self.labels
+            self._defer, self.writer.new_id, redaction=self.redaction, labels=self.labels
         )
+
+    def _defer(self, records: list[Any]) -> None:
+        """Hand records to the writer after the current hook returns, so the
+        writer thread never competes with the proxy for the GIL mid-hook."""
+        if not self._deferred:
+            asyncio.get_running_loop().call_soon(self._hand_off)
+        self._deferred.extend(records)
+
+    def _hand_off(self) -> None:
+        if self._deferred and self.writer is not None:
+            self.writer.submit(self._deferred)
+        self._deferred = []
 
     async def _tick(self) -> None:
         while True:
@@ -301,6 +314,7 @@ class RecordAddon:
 
     def _close_writer(self) -> None:
         if self.writer is not None:
+            self._hand_off()
             self.writer.close()
             self.writer = None
 

@@ -1,0 +1,207 @@
+"""What recording costs: per-event latency direct, through plain mitmproxy streaming, and
+through ``streamtape record``, measured in one run, side by side.
+
+    .venv/bin/python bench/record_overhead.py [--events 400] [--gap-ms 10] [--rounds 2]
+
+An upstream in this process writes SSE events ``--gap-ms`` apart, each carrying
+the ``perf_counter_ns`` of its write (one clock for all processes on Linux). A
+raw-socket client timestamps every read; an event's latency is read time minus
+write time. The same upstream serves three paths:
+
+- direct: client -> upstream
+- mitmdump: ``mitmdump --mode reverse:...`` with an addon that only sets
+  ``flow.response.stream = True`` (mitmproxy's own streaming, the baseline)
+- streamtape: ``streamtape record --upstream ...``
+
+Also measured: how long response headers take to reach the client (the
+upstream sends them 50 ms before the first event), and the cassette's size
+against the raw body. Rounds alternate the paths so drift hits all alike.
+Target: streamtape adds <= 0.1 ms median over plain mitmproxy streaming, and
+headers arrive as fast as through plain mitmproxy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PLAIN_ADDON = """
+def responseheaders(flow):
+    flow.response.stream = True
+"""
+
+
+class Upstream:
+    def __init__(self, events: int, gap_s: float) -> None:
+        self.events, self.gap_s = events, gap_s
+        self.short = False
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.head_sent_ns: list[int] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s: socket.socket) -> None:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return
+            buf += d
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        self.head_sent_ns.append(time.perf_counter_ns())
+        deadline = time.perf_counter() + 0.05
+        for _ in range(1 if self.short else self.events):
+            while (left := deadline - time.perf_counter()) > 0:
+                time.sleep(left if left > 0.002 else 0)
+            ev = b'data: {"t": %d, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}\n\n' % time.perf_counter_ns()
+            s.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+            deadline += self.gap_s
+        s.sendall(b"0\r\n\r\n")
+        s.close()
+
+
+def client(port: int) -> tuple[list[float], float, int]:
+    """Per-event latencies (ms), header latency (ms, from the upstream's write) and body size."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n\r\n")
+    buf = b""
+    lat: list[float] = []
+    head_ns = None
+    size = 0
+    while True:
+        d = s.recv(65536)
+        now = time.perf_counter_ns()
+        if not d:
+            break
+        if head_ns is None:
+            head_ns = now
+        buf += d
+        size += len(d)
+        *complete, buf = buf.split(b"\n\n")  # an event is done at its blank line
+        for ev in complete:
+            if m := re.search(rb'"t": (\d+)', ev):
+                lat.append((now - int(m.group(1))) / 1e6)
+        if d.endswith(b"0\r\n\r\n"):
+            break
+    s.close()
+    return lat, (head_ns or 0), size
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listening on {port}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=400)
+    ap.add_argument("--gap-ms", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--head-requests", type=int, default=40, help="short streams per path for the header latency")
+    a = ap.parse_args()
+
+    up = Upstream(a.events, a.gap_ms / 1000)
+    bindir = Path(sys.executable).parent
+    tmp = Path(tempfile.mkdtemp())
+    (tmp / "plain.py").write_text(PLAIN_ADDON)
+    tape = tmp / "bench.tape"
+    p_plain, p_st = free_port(), free_port()
+    procs = [
+        subprocess.Popen([str(bindir / "mitmdump"), "-q", "-s", str(tmp / "plain.py"), "--mode", f"reverse:http://127.0.0.1:{up.port}",
+                          "--listen-host", "127.0.0.1", "-p", str(p_plain)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen([sys.executable, "-m", "streamtape.cli", "record", "--upstream", f"http://127.0.0.1:{up.port}",
+                          "--listen", f"127.0.0.1:{p_st}", "-o", str(tape)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+    try:
+        wait_port(p_plain)
+        wait_port(p_st)
+        paths = {"direct": up.port, "mitmdump": p_plain, "streamtape": p_st}
+        lat: dict[str, list[float]] = {k: [] for k in paths}
+        head: dict[str, list[float]] = {k: [] for k in paths}
+        body = 0
+        for r in range(a.rounds):
+            order = list(paths) if r % 2 == 0 else list(reversed(paths))
+            for name in order:
+                print(f"round {r + 1}/{a.rounds}: {name} ({a.events} events, {a.gap_ms} ms apart)...", file=sys.stderr, flush=True)
+                n_heads = len(up.head_sent_ns)
+                ls, head_ns, size = client(paths[name])
+                lat[name] += ls
+        up.short = True
+        print(f"headers: {a.head_requests} short streams per path...", file=sys.stderr, flush=True)
+        for _ in range(a.head_requests):
+            for name in paths:
+                n_heads = len(up.head_sent_ns)
+                _, head_ns, _ = client(paths[name])
+                head[name].append((head_ns - up.head_sent_ns[n_heads]) / 1e6)
+        time.sleep(1.5)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait(timeout=30)
+
+    import streamtape
+
+    cas = streamtape.load(tape)
+    body = sum(len(ix.response.body) for ix in cas)
+    print()
+    print(f"per-event latency, upstream write -> client read ({a.events} events x {a.rounds} rounds, {a.gap_ms} ms apart)")
+    print(f"{'path':<12} {'median ms':>10} {'p99 ms':>9} {'headers ms':>11}   vs mitmdump (median, p99, headers)")
+    base_med, base_p99 = statistics.median(lat["mitmdump"]), pct(lat["mitmdump"], 99)
+    for name in paths:
+        med, p99 = statistics.median(lat[name]), pct(lat[name], 99)
+        hd = statistics.median(head[name])
+        base_hd = statistics.median(head["mitmdump"])
+        extra = f"   {med - base_med:+.3f} ms, {p99 - base_p99:+.3f} ms, {hd - base_hd:+.3f} ms" if name != "direct" else ""
+        print(f"{name:<12} {med:>10.3f} {p99:>9.3f} {hd:>11.3f}{extra}")
+    size = os.path.getsize(tape)
+    print()
+    print(f"cassette: {len(cas)} interactions, {size} bytes on disk for {body} body bytes: {size / body:.3f}x "
+          f"(request and response heads included)")
+    print(f"headers: median over {a.head_requests} requests; the upstream writes them 50 ms before the first event")
+    med_extra = statistics.median(lat["streamtape"]) - base_med
+    print(f"target: streamtape adds <= 0.100 ms median over mitmdump streaming: {'met' if med_extra <= 0.1 else 'NOT met'} ({med_extra:+.3f} ms)")
+
+
+if __name__ == "__main__":
+    main()
