@@ -1,0 +1,211 @@
+"""Replay through a proxy: ``streamtape serve --proxy`` and ``mitmdump -s addons/replay.py``.
+
+Real mitmproxy processes, real clients configured with an HTTP(S) proxy, a real
+upstream (tests/servers.py) for requests no recording answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import streamtape
+from tests.servers import ScriptedServer, content_length, free_port
+from tests.test_serve import CHAT_BODY, EVENTS, MS, WORDS, chat_ix, raw_request
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+TEXT = "".join(e.decode() for e in EVENTS)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tape(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    p = tmp_path_factory.mktemp("tapes") / "chat.tape"
+    streamtape.save(p, [chat_ix(20)])
+    return p
+
+
+@pytest.fixture(scope="module")
+def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mitm")
+
+
+def _start_serve(tape: Path, confdir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
+         "--confdir", str(confdir), *extra, str(tape)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    m = re.search(r"replay proxy on (127\.0\.0\.1:\d+)", first)
+    if not m:
+        proc.kill()
+        pytest.fail(first + proc.stderr.read())
+    return proc, "http://" + m.group(1)
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    return out, err
+
+
+@pytest.fixture(scope="module")
+def proxy(tape: Path, confdir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    proc, url = _start_serve(tape, confdir)
+    yield url, proc
+    _, err = _stop(proc)
+    assert "Traceback" not in err, err
+
+
+def test_matching_request_is_replayed_with_recorded_chunks(proxy: tuple[str, object]) -> None:
+    url, _ = proxy
+    r = raw_request(url, proxy=True, headers={"X-Streamtape-Profile": "instant"})
+    assert r.status == 200
+    assert [d for _, d in r.chunks] == EVENTS
+    assert r.ending == "complete"
+
+
+@pytest.mark.realtime
+def test_proxy_replay_keeps_the_recorded_timing(proxy: tuple[str, object]) -> None:
+    url, _ = proxy
+    r = raw_request(url, proxy=True)
+    arrivals = [t for t, _ in r.chunks]
+    assert len(arrivals) == len(EVENTS)
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert statistics.median(abs(g - 20 * MS) for g in gaps) < 3 * MS, gaps
+
+
+def test_https_through_the_proxy_with_its_ca(proxy: tuple[str, object], confdir: Path) -> None:
+    url, _ = proxy
+    ca = confdir / "mitmproxy-ca-cert.pem"
+    with httpx.Client(proxy=url, verify=ssl.create_default_context(cafile=str(ca))) as client:
+        r = client.post("https://api.openai.com/v1/chat/completions", json=CHAT_BODY,
+                        headers={"X-Streamtape-Profile": "instant"})
+    assert r.status_code == 200
+    assert r.text == TEXT
+
+
+def test_openai_sdk_through_the_proxy(proxy: tuple[str, object]) -> None:
+    import openai
+
+    url, _ = proxy
+    client = openai.OpenAI(
+        base_url="http://api.openai.com/v1", api_key="sk-test", max_retries=0,
+        http_client=openai.DefaultHttpxClient(proxy=url),
+    )
+    stream = client.chat.completions.create(
+        model="test-model", stream=True, messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"X-Streamtape-Profile": "adversarial:split-events"},
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "".join(WORDS)
+
+
+def test_cut_fault_reaches_the_client_through_the_proxy(proxy: tuple[str, object]) -> None:
+    url, _ = proxy
+    with pytest.raises(httpx.RemoteProtocolError), httpx.Client(proxy=url) as client:
+        client.post("http://api.openai.com/v1/chat/completions", json=CHAT_BODY,
+                    headers={"X-Streamtape-Profile": "instant;fault=cut:50%"})
+
+
+def test_unmatched_request_goes_upstream(proxy: tuple[str, object]) -> None:
+    url, _ = proxy
+    with ScriptedServer({"/v1/models": content_length(b'{"data": []}')}) as up, \
+            httpx.Client(proxy=url) as client:
+        r = client.get(up.url + "/v1/models")
+    assert r.status_code == 200
+    assert r.json() == {"data": []}
+    assert [x.path for x in up.received] == ["/v1/models"]
+
+
+def test_refuse_unmatched_answers_404_naming_the_closest(tape: Path, confdir: Path) -> None:
+    proc, url = _start_serve(tape, confdir, "--refuse-unmatched")
+    try:
+        with ScriptedServer({"*": content_length(b"{}")}) as up, httpx.Client(proxy=url) as client:
+            r = client.post(up.url + "/v1/chat/completions", json={**CHAT_BODY, "model": "x"})
+            assert r.status_code == 404
+            err = r.json()["error"]
+            assert err["type"] == "streamtape_no_match" and "closest is #0" in err["message"]
+            assert up.received == []
+    finally:
+        out, err_text = _stop(proc)
+    assert "refused (404)" in out
+    assert "refused 1" in err_text
+
+
+def test_mitmdump_script_replays_from_the_cassette(tape: Path, confdir: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--listen-port", str(port),
+         "--set", f"confdir={confdir}", "-s", str(ROOT / "addons" / "replay.py"),
+         "--set", f"streamtape_cassette={tape}", "--set", "streamtape_profile=instant",
+         "--set", "streamtape_unmatched=refuse"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                r = raw_request(f"http://127.0.0.1:{port}", proxy=True, timeout=5)
+                break
+            except (ConnectionRefusedError, AssertionError):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        assert [d for _, d in r.chunks] == EVENTS
+        with httpx.Client(proxy=f"http://127.0.0.1:{port}") as client:
+            assert client.get("http://llm.test/other").status_code == 404
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=15)
+    assert "interaction 0 of chat.tape" in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("streamtape_profile=chunk=sideways", "sideways"),
+        ("streamtape_unmatched=maybe", "expected passthrough or refuse"),
+        ("streamtape_strict=perhaps", "expected true or false"),
+        ("streamtape_cassette=/nonexistent/x.tape", "no such cassette file"),
+    ],
+)
+def test_mitmdump_stops_loudly_on_a_bad_option(tape: Path, option: str, message: str) -> None:
+    res = subprocess.run(
+        [str(BIN / "mitmdump"), "-q", "--listen-host", "127.0.0.1", "--listen-port", "0",
+         "-s", str(ROOT / "addons" / "replay.py"), "--set", f"streamtape_cassette={tape}",
+         "--set", option],
+        capture_output=True, text=True, timeout=30, cwd=ROOT,
+    )
+    assert res.returncode != 0
+    assert message in res.stdout + res.stderr
+
+
+def test_serve_proxy_bad_profile_is_one_line(tape: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
+         "--profile", "latency=warp", str(tape)],
+        capture_output=True, text=True, timeout=30, cwd=ROOT,
+    )
+    assert res.returncode == 2
+    assert res.stderr.startswith("streamtape: error: ") and "warp" in res.stderr
