@@ -1,0 +1,404 @@
+"""In-process replay: ReplayTransport / AsyncReplayTransport (httpx and httpx2) and ReplayAdapter.
+
+Real clients (httpx, httpx2, requests) read through the transports; the
+replay server on a real socket is the reference for what a fault looks like
+on a real connection.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+import requests
+
+import streamtape
+from streamtape import Chunk, Interaction, Request, Response
+from streamtape.errors import NoMatchError, ProfileError
+from streamtape.profiles import parse_profile
+from streamtape.serve import ReplayServer
+from streamtape.transport import Action, play_actions
+
+MS = 1_000_000
+URL = "http://llm.test/v1/chat/completions"
+BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+EVENTS = [
+    b'data: {"choices":[{"delta":{"content":"Reykjav"}}]}\n\n',
+    'data: {"choices":[{"delta":{"content":"ík 日本"}}]}\n\n'.encode(),
+    b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def sse_ix(
+    pieces: list[bytes] = EVENTS,
+    gap_ms: int = 20,
+    framing: str = "chunked",
+    headers: tuple[tuple[str, str], ...] = (),
+    url: str = URL,
+    body: object = BODY,
+) -> Interaction:
+    framing_headers = {
+        "chunked": (("Transfer-Encoding", "chunked"),),
+        "content-length": (("Content-Length", str(sum(map(len, pieces)))),),
+        "close-delimited": (("Connection", "close"),),
+    }[framing]
+    resp = Response(
+        status=200,
+        reason="OK",
+        headers=(("Content-Type", "text/event-stream"), *headers, *framing_headers),
+        framing=framing,
+        chunks=tuple(Chunk((10 + n * gap_ms) * MS, p) for n, p in enumerate(pieces)),
+        headers_at_ns=2 * MS,
+    )
+    req = Request("POST", url, headers=(("content-type", "application/json"),), body=json.dumps(body).encode())
+    return Interaction(req, resp, end_ns=(10 + len(pieces) * gap_ms) * MS)
+
+
+PACKAGES = [pytest.param(httpx, id="httpx"), pytest.param(httpx2, id="httpx2")]
+
+
+def raw_pieces(pkg, transport, profile_header: str | None = None, timeout: float = 5.0) -> list[bytes]:
+    headers = {"X-Streamtape-Profile": profile_header} if profile_header else {}
+    with pkg.Client(transport=transport, timeout=timeout) as client, client.stream(
+        "POST", URL, json=BODY, headers=headers
+    ) as r:
+        return list(r.iter_raw())
+
+
+# --------------------------------------------------------------------------
+# The pure part
+
+
+def test_play_actions_times_out_when_a_silence_is_longer_than_the_read_timeout() -> None:
+    sched = parse_profile("faithful").schedule(sse_ix(gap_ms=500))
+    acts = list(play_actions(sched.steps, sched.head_at_ns, 200 * MS))
+    assert [a.kind for a in acts] == ["data", "timeout"]
+    assert acts[-1].at_ns == acts[0].at_ns + 200 * MS
+
+
+def test_play_actions_without_timeout_plays_every_step_then_the_end() -> None:
+    sched = parse_profile("faithful").schedule(sse_ix())
+    acts = list(play_actions(sched.steps, sched.head_at_ns, None))
+    assert [a.data for a in acts if a.kind == "data"] == EVENTS
+    assert acts[-1] == Action(sched.steps[-1].at_ns, "end")
+
+
+# --------------------------------------------------------------------------
+# httpx and httpx2, sync
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_faithful_replay_hands_over_exactly_the_recorded_pieces(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], realtime=False)
+    assert raw_pieces(pkg, t) == EVENTS
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_profile_rechunks_the_stream_and_the_bytes_join_to_the_recording(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "chunk=bytes:1;latency=instant")
+    pieces = raw_pieces(pkg, t)
+    assert all(len(p) == 1 for p in pieces)
+    assert b"".join(pieces) == b"".join(EVENTS)
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_one_transport_serves_httpx_and_httpx2_clients(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix(), sse_ix()], "instant")
+    assert raw_pieces(httpx, t) == raw_pieces(httpx2, t) == EVENTS
+
+
+def test_virtual_clock_replays_a_slow_recording_at_once() -> None:
+    t = streamtape.ReplayTransport([sse_ix(gap_ms=3000)], realtime=False)
+    t0 = time.perf_counter()
+    assert raw_pieces(httpx2, t) == EVENTS
+    assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.realtime
+def test_realtime_replay_streams_lazily_at_the_recorded_times() -> None:
+    """The first piece arrives long before the last is due: nothing is buffered whole."""
+    t = streamtape.ReplayTransport([sse_ix(gap_ms=150)], "faithful", realtime=True)
+    arrivals = []
+    with httpx2.Client(transport=t) as c, c.stream("POST", URL, json=BODY) as r:
+        t0 = time.perf_counter()
+        for piece in r.iter_raw():
+            arrivals.append((time.perf_counter() - t0, piece))
+    assert [p for _, p in arrivals] == EVENTS
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals)]
+    for g in gaps:
+        assert 0.12 <= g <= 0.4, gaps
+    assert arrivals[0][0] < 0.1
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_cut_raises_the_clients_own_remote_protocol_error_after_the_pieces_before_it(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=cut-event:2")
+    got = []
+    with pkg.Client(transport=t) as c, c.stream("POST", URL, json=BODY) as r, pytest.raises(
+        pkg.RemoteProtocolError, match="incomplete chunked read"
+    ):
+        got.extend(r.iter_raw())
+    assert b"".join(got) == b"".join(EVENTS[:2])
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_cut_on_content_length_framing_says_how_much_was_missing(pkg) -> None:
+    ix = sse_ix(framing="content-length")
+    t = streamtape.ReplayTransport([ix], "instant;fault=cut:10B")
+    with pkg.Client(transport=t) as c, pytest.raises(pkg.RemoteProtocolError, match="received 10 bytes, expected"):
+        c.post(URL, json=BODY)
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_cut_on_a_close_delimited_body_looks_like_the_end_as_on_a_socket(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix(framing="close-delimited")], "instant;fault=cut-event:2")
+    assert b"".join(raw_pieces(pkg, t)) == b"".join(EVENTS[:2])
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_reset_raises_read_error(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=reset:50%")
+    with pytest.raises(pkg.ReadError, match="reset"):
+        raw_pieces(pkg, t)
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_stall_longer_than_the_read_timeout_is_read_timeout_on_the_virtual_clock(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=stall:3:30", realtime=False)
+    t0 = time.perf_counter()
+    with pytest.raises(pkg.ReadTimeout):
+        raw_pieces(pkg, t, timeout=10)
+    assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_stall_shorter_than_the_read_timeout_is_just_a_pause(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=stall:3:5", realtime=False)
+    assert raw_pieces(pkg, t, timeout=10) == EVENTS
+
+
+def test_keepalive_comments_keep_a_stalled_stream_under_the_read_timeout() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=stall:3:30;fault=keepalive:4", realtime=False)
+    pieces = raw_pieces(httpx2, t, timeout=5)
+    assert b": keepalive" in b"".join(pieces)
+
+
+@pytest.mark.realtime
+def test_realtime_stall_raises_read_timeout_when_the_timeout_expires() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=stall:2:5", realtime=True)
+    t0 = time.perf_counter()
+    with pytest.raises(httpx2.ReadTimeout):
+        raw_pieces(httpx2, t, timeout=0.3)
+    assert 0.25 <= time.perf_counter() - t0 <= 2.0
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_slow_headers_past_the_read_timeout_fail_before_the_response(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=slow-headers:5000", realtime=False)
+    with pkg.Client(transport=t, timeout=1) as c, pytest.raises(pkg.ReadTimeout):
+        c.post(URL, json=BODY)
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_status_fault_is_an_error_response_in_the_formats_shape(pkg) -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant;fault=status:429")
+    with pkg.Client(transport=t) as c:
+        r = c.post(URL, json=BODY)
+    assert r.status_code == 429
+    assert r.headers["retry-after"]
+    assert "error" in r.json()
+
+
+def test_a_recording_without_a_response_head_replays_as_a_server_disconnect() -> None:
+    ix = Interaction(sse_ix().request, None, outcome="upstream_error", error="connection refused", end_ns=MS)
+    t = streamtape.ReplayTransport([ix], "instant")
+    with httpx2.Client(transport=t) as c, pytest.raises(httpx2.RemoteProtocolError, match="without sending a response"):
+        c.post(URL, json=BODY)
+
+
+def test_gzip_bodies_are_played_as_recorded_and_decoded_by_the_client() -> None:
+    text = b"".join(EVENTS)
+    gz = gzip.compress(text)
+    ix = sse_ix([gz[:20], gz[20:]], headers=(("Content-Encoding", "gzip"),))
+    t = streamtape.ReplayTransport([ix], "chunk=bytes:7;latency=instant")
+    with httpx2.Client(transport=t) as c, c.stream("POST", URL, json=BODY) as r:
+        assert b"".join(r.iter_raw()) == gz
+    with httpx2.Client(transport=t) as c:
+        assert c.post(URL, json=BODY).content == text
+
+
+def test_the_profile_header_overrides_the_profile_for_one_request() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "faithful", realtime=False)
+    assert raw_pieces(httpx2, t) == EVENTS
+    assert all(len(p) == 1 for p in raw_pieces(httpx2, t, profile_header="chunk=bytes:1;latency=instant"))
+
+
+def test_a_bad_profile_is_one_clear_error() -> None:
+    with pytest.raises(ProfileError, match="chunk=nope"):
+        streamtape.ReplayTransport([sse_ix()], "chunk=nope")
+
+
+def test_an_unmatched_request_gets_an_openai_shaped_404_naming_the_closest_recording() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant")
+    with httpx2.Client(transport=t) as c:
+        r = c.post(URL, json={**BODY, "model": "other"})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["type"] == "streamtape_no_match"
+    assert "model" in err["message"]
+    assert t.received[-1]["matched"] is None
+
+
+def test_no_match_raise_raises_no_match_error() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant", no_match="raise")
+    with httpx2.Client(transport=t) as c, pytest.raises(NoMatchError, match="closest"):
+        c.post(URL.replace("chat", "x"), json=BODY)
+
+
+def test_the_cassette_can_be_a_path_a_folder_or_a_loaded_cassette(tmp_path: Path) -> None:
+    path = tmp_path / "one.tape"
+    streamtape.save(path, [sse_ix()])
+    for source in (path, str(path), tmp_path, streamtape.load(path)):
+        t = streamtape.ReplayTransport(source, "instant")
+        assert raw_pieces(httpx2, t) == EVENTS
+
+
+# --------------------------------------------------------------------------
+# async
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+async def test_async_transport_streams_the_recorded_pieces(pkg) -> None:
+    t = streamtape.AsyncReplayTransport([sse_ix()], realtime=False)
+    async with pkg.AsyncClient(transport=t) as c, c.stream("POST", URL, json=BODY) as r:
+        assert [p async for p in r.aiter_raw()] == EVENTS
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+async def test_async_cut_reset_and_timeout_raise_as_on_a_real_connection(pkg) -> None:
+    for profile, exc in [
+        ("instant;fault=cut:50%", pkg.RemoteProtocolError),
+        ("instant;fault=reset:50%", pkg.ReadError),
+        ("instant;fault=stall:2:60", pkg.ReadTimeout),
+    ]:
+        t = streamtape.AsyncReplayTransport([sse_ix()], profile, realtime=False)
+        async with pkg.AsyncClient(transport=t, timeout=5) as c:
+            with pytest.raises(exc):
+                async with c.stream("POST", URL, json=BODY) as r:
+                    async for _ in r.aiter_raw():
+                        pass
+
+
+@pytest.mark.realtime
+async def test_async_realtime_streams_do_not_block_each_other() -> None:
+    """Ten concurrent realtime replays take about one stream's time, not ten."""
+    import asyncio
+
+    t = streamtape.AsyncReplayTransport([sse_ix(gap_ms=100)], "faithful", realtime=True)
+
+    async def one() -> bytes:
+        async with httpx2.AsyncClient(transport=t) as c, c.stream("POST", URL, json=BODY) as r:
+            return b"".join([p async for p in r.aiter_raw()])
+
+    t0 = time.perf_counter()
+    bodies = await asyncio.gather(*(one() for _ in range(10)))
+    took = time.perf_counter() - t0
+    assert bodies == [b"".join(EVENTS)] * 10
+    assert 0.3 <= took <= 1.5
+
+
+# --------------------------------------------------------------------------
+# requests
+
+
+def session(ix: Interaction | list[Interaction], profile: str = "instant", **kw) -> requests.Session:
+    s = requests.Session()
+    s.mount("http://", streamtape.ReplayAdapter(ix if isinstance(ix, list) else [ix], profile, **kw))
+    return s
+
+
+def test_adapter_is_an_http_adapter() -> None:
+    assert isinstance(streamtape.ReplayAdapter([sse_ix()]), requests.adapters.HTTPAdapter)
+
+
+def test_adapter_iter_content_yields_one_piece_per_recorded_chunk() -> None:
+    with session(sse_ix(), realtime=False) as s:
+        r = s.post(URL, json=BODY, stream=True)
+        assert r.status_code == 200
+        assert list(r.iter_content(chunk_size=None)) == EVENTS
+
+
+def test_adapter_iter_lines_reassembles_lines_split_across_pieces() -> None:
+    with session(sse_ix(), "chunk=bytes:3;latency=instant") as s:
+        r = s.post(URL, json=BODY, stream=True)
+        lines = [ln for ln in r.iter_lines() if ln]
+    assert lines == [e.strip() for e in EVENTS]
+
+
+def test_adapter_without_stream_reads_the_whole_body() -> None:
+    with session(sse_ix()) as s:
+        assert s.post(URL, json=BODY).content == b"".join(EVENTS)
+
+
+@pytest.mark.parametrize(
+    ("profile", "framing", "exc"),
+    [
+        ("instant;fault=cut-event:2", "chunked", requests.exceptions.ChunkedEncodingError),
+        ("instant;fault=cut:10B", "content-length", requests.exceptions.ChunkedEncodingError),
+        ("instant;fault=reset:50%", "chunked", requests.exceptions.ChunkedEncodingError),
+        ("instant;fault=stall:3:30", "chunked", requests.exceptions.ConnectionError),
+    ],
+    ids=["cut-chunked", "cut-content-length", "reset", "stall"],
+)
+def test_adapter_faults_raise_what_requests_raises_on_a_real_socket(profile, framing, exc) -> None:
+    """The same profile through the replay server on a real socket raises the same."""
+    ix = sse_ix(framing=framing)
+    with session(ix, profile, realtime=False) as s, pytest.raises(exc):
+        list(s.post(URL, json=BODY, stream=True, timeout=(5, 0.5)).iter_content(chunk_size=None))
+    with ReplayServer([ix], profile=profile.replace("stall:3:30", "stall:3:3"), log=lambda x: None) as srv, requests.Session() as s2, pytest.raises(exc):
+        list(s2.post(srv.url + "/v1/chat/completions", json=BODY, stream=True, timeout=(5, 0.5)).iter_content(chunk_size=None))
+
+
+def test_adapter_slow_headers_past_the_timeout_is_read_timeout() -> None:
+    with session(sse_ix(), "instant;fault=slow-headers:3000", realtime=False) as s, pytest.raises(
+        requests.exceptions.ReadTimeout
+    ):
+        s.post(URL, json=BODY, timeout=1)
+
+
+def test_adapter_no_match_is_a_404_with_the_closest_recording() -> None:
+    with session(sse_ix()) as s:
+        r = s.post(URL, json={**BODY, "stream": False})
+    assert r.status_code == 404
+    assert r.json()["error"]["type"] == "streamtape_no_match"
+
+
+def test_adapter_close_delimited_body_ends_at_the_close() -> None:
+    with session(sse_ix(framing="close-delimited")) as s:
+        r = s.post(URL, json=BODY, stream=True)
+        assert b"".join(r.iter_content(chunk_size=None)) == b"".join(EVENTS)
+
+
+# --------------------------------------------------------------------------
+# import cost
+
+
+def test_import_streamtape_does_not_import_http_clients() -> None:
+    code = (
+        "import sys, streamtape; "
+        "print(sorted(m for m in ('httpx', 'httpx2', 'requests', 'urllib3') if m in sys.modules)); "
+        "streamtape.ReplayTransport; "
+        "print(sorted(m for m in ('httpx', 'httpx2', 'requests') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "[]"]
