@@ -466,6 +466,42 @@ def test_html_option_writes_the_page(recorded, tmp_path, capsys) -> None:
     assert text.count('class="tick"') == len(one(recorded["hello"]).chunks) + len(one(recorded["ollama"]).chunks)
 
 
+@pytest.mark.slow
+def test_real_llama_server_stream_behind_a_distorting_gateway_keeps_its_meaning(tmp_path, capsys) -> None:
+    """A real llama-server capture, replayed by ``streamtape serve`` as a gateway that
+    splits every character, adds keep-alive comments and runs twice as fast, recorded
+    through ``streamtape record``: diff says same meaning, names the wire changes and
+    the timing ratio."""
+    from streamtape.serve import ReplayServer
+    from tests.fixtures_sdk import openai_chat
+
+    original = openai_chat()
+    direct, gateway = tmp_path / "direct.tape", tmp_path / "gateway.tape"
+    streamtape.save(direct, [original])
+    profile = "chunk=utf8-split;latency=scale:0.5;fault=keepalive:0"
+    with ReplayServer([original], profile=profile) as srv, recording(gateway, upstream=srv.url) as rec:
+        with httpx.Client(timeout=10) as client, client.stream(
+            "POST", rec.url + "/v1/chat/completions", content=original.request.body,
+            headers={"Content-Type": "application/json"},
+        ) as r:
+            assert r.status_code == 200
+            r.read()
+        rec.wait_lines(1)
+    code, out, err = run("diff", "--json", direct, gateway, "--fail-on", "duration>0.9x", capsys=capsys)
+    assert code == 0, out + err
+    (p,) = json.loads(out)["pairs"]
+    assert p["paired_by"] == "request" and p["meaning"]["text"]["same"]
+    wire = {r["name"]: r for r in p["wire"]["rows"]}
+    assert wire["keep-alive comments"]["a"] == 0 and wire["keep-alive comments"]["b"] >= 1
+    assert wire["pieces"]["b"] > wire["pieces"]["a"]
+    assert wire["cut characters"]["b"] > wire["cut characters"]["a"]
+    assert wire["format"]["a"] == wire["format"]["b"] == "openai-chat"
+    timing = {r["metric"]: r for r in p["timing"]}
+    assert 0.2 < timing["duration"]["ratio"] < 0.9  # scale:0.5, on a possibly loaded machine
+    code, out, _ = run("diff", direct, gateway, "--fail-on", "duration<0.9x", capsys=capsys)
+    assert code == 1 and "1 gate(s) failed" in out
+
+
 # ---------------------------------------------------------------------------
 # Pure parts: gates, pairing, JSON equality
 
