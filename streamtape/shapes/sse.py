@@ -31,9 +31,10 @@ from dataclasses import dataclass
 BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SSEEvent:
-    """A dispatched event."""
+    """A dispatched event. (Not frozen only because frozen dataclasses cost 4x to
+    create, and this is the parser's hot path: treat it as immutable.)"""
 
     data: str
     event: str = "message"
@@ -74,6 +75,7 @@ class SSEParser:
     __slots__ = (
         "_block_start",
         "_buf",
+        "_clean",
         "_comments",
         "_data",
         "_event",
@@ -88,6 +90,7 @@ class SSEParser:
 
     def __init__(self) -> None:
         self._buf = b""  # bytes of an incomplete line
+        self._clean = False  # nothing pending: no partial line, block, CR or BOM decision
         self._offset = 0  # stream offset of the first byte after the complete lines
         self._started = False  # BOM decision made
         self._skip_lf = False  # the last piece ended with CR
@@ -112,6 +115,28 @@ class SSEParser:
         return bool(self._buf or self._data or self._comments or self._fields)
 
     def feed(self, data: bytes, at_ns: int = 0) -> list[SSEItem]:
+        """Parse one piece; returns the blocks it completed, each stamped ``at_ns``."""
+        if (
+            self._clean
+            and data[:5] == b"data:"
+            and data[-1:] == b"\n"
+            and data.find(b"\n") == len(data) - 2
+            and b"\r" not in data
+        ):
+            # Fast path: the piece is exactly one single-line event and nothing is pending.
+            start = self._offset
+            end = self._offset = self._block_start = start + len(data)
+            v = data[6:-2] if data[5:6] == b" " else data[5:-2]
+            self.line_endings.add("\n")
+            return [SSEEvent(v.decode("utf-8", "replace"), "message", self._id, None, at_ns,
+                             start, end, ())]
+        out: list[SSEItem] = self._feed(data, at_ns)
+        self._clean = not (
+            self._buf or self._skip_lf or self._data or self._fields or self._comments
+        ) and self._started
+        return out
+
+    def _feed(self, data: bytes, at_ns: int) -> list[SSEItem]:
         out: list[SSEItem] = []
         if not data:
             return out
@@ -134,87 +159,131 @@ class SSEParser:
             if buf.startswith(BOM):
                 self._offset = 3
                 buf = buf[3:]
-        k = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+        k = buf.rfind(b"\n")
+        kr = buf.rfind(b"\r")
+        if kr > k:
+            k = kr
         if k < 0:
             self._buf = buf
             return out
-        complete = buf[: k + 1]
-        self._buf = buf[k + 1 :]
-        has_cr = b"\r" in complete
-        if has_cr:
+        if k == len(buf) - 1:
+            complete = buf
+            self._buf = b""
+        else:
+            complete = buf[: k + 1]
+            self._buf = buf[k + 1 :]
+        pos = self._offset
+        line = self._line
+        if kr < 0 or b"\r" not in complete:
+            # LF only: split into blocks at blank lines; a block that is one data
+            # line (the usual LLM event) takes a fast path.
+            self.line_endings.add("\n")
+            blocks = complete.split(b"\n\n")
+            last = blocks.pop()
+            append = out.append
+            ev_id = self._id
+            bstart = self._block_start
+            clean = not (self._data or self._fields or self._comments)
+            for block in blocks:
+                if clean and block[:5] == b"data:" and b"\n" not in block:
+                    pos += len(block) + 2
+                    append(
+                        SSEEvent(
+                            (block[6:] if block[5:6] == b" " else block[5:]).decode(
+                                "utf-8", "replace"
+                            ),
+                            "message",
+                            ev_id,
+                            None,
+                            at_ns,
+                            bstart,
+                            pos,
+                            (),
+                        )
+                    )
+                    bstart = pos
+                    continue
+                self._block_start = bstart
+                for ln in block.split(b"\n"):
+                    pos += len(ln) + 1
+                    line(ln, pos, at_ns, out)
+                pos += 1
+                line(b"", pos, at_ns, out)
+                # a blank line leaves a clean state
+                bstart = self._block_start
+                ev_id = self._id
+                clean = True
+            self._block_start = bstart
+            if last:
+                for ln in last.split(b"\n")[:-1]:
+                    pos += len(ln) + 1
+                    line(ln, pos, at_ns, out)
+        else:
             if complete[-1] == 0x0D and not self._buf:
                 self._skip_lf = True  # decided on the next piece (or close)
                 self._note_endings(complete[:-1])
             else:
                 self._note_endings(complete)
-        else:
-            self.line_endings.add("\n")
-        pos = self._offset
-        data_lines = self._data
-        for line in complete.splitlines(True):
-            pos += len(line)
-            content = line.rstrip(b"\r\n") if has_cr else line[:-1]
-            if not content:
-                if data_lines:
-                    d = data_lines[0] if len(data_lines) == 1 else "\n".join(data_lines)
-                    out.append(
-                        SSEEvent(
-                            d,
-                            self._event or "message",
-                            self._id,
-                            self._retry,
-                            at_ns,
-                            self._block_start,
-                            pos,
-                            tuple(self._comments),
-                        )
-                    )
-                    data_lines = self._data = []
-                    self._block_start = pos
-                    self._event = ""
-                    self._retry = None
-                    if self._comments:
-                        self._comments = []
-                    if self._fields:
-                        self._fields = []
-                elif self._comments or self._fields:
-                    out.append(
-                        SSEIgnored(
-                            tuple(self._comments), tuple(self._fields), at_ns, self._block_start, pos
-                        )
-                    )
-                    self._comments = []
-                    self._fields = []
-                    self._event = ""
-                    self._retry = None
-                    self._block_start = pos
-                continue
-            if content[:5] == b"data:":
-                v = content[5:]
-                if v[:1] == b" ":
-                    v = v[1:]
-                data_lines.append(v.decode("utf-8", "replace"))
-                continue
-            if content[0] == 0x3A:  # ":" comment
-                c = content[1:]
-                self._comments.append(_decode(c[1:] if c[:1] == b" " else c))
-                continue
-            name, colon, value = content.partition(b":")
-            if colon and value[:1] == b" ":
-                value = value[1:]
-            fname = _decode(name)
-            self._fields.append(fname)
-            if name == b"data":  # "data" without a colon: an empty data line
-                data_lines.append("")
-            elif name == b"event":
-                self._event = _decode(value)
-            elif name == b"id":
-                if b"\0" not in value:
-                    self._id = _decode(value)
-            elif name == b"retry" and value and value.isdigit() and value.isascii():
-                self._retry = int(value)
+            for ln in complete.splitlines(True):
+                pos += len(ln)
+                line(ln.rstrip(b"\r\n"), pos, at_ns, out)
         self._offset = pos
         return out
+
+    def _line(self, content: bytes, pos: int, at_ns: int, out: list[SSEItem]) -> None:
+        """One line (without its terminator) that ends at stream offset ``pos``."""
+        if not content:
+            if self._data:
+                d = self._data
+                out.append(
+                    SSEEvent(
+                        d[0] if len(d) == 1 else "\n".join(d),
+                        self._event or "message",
+                        self._id,
+                        self._retry,
+                        at_ns,
+                        self._block_start,
+                        pos,
+                        tuple(self._comments),
+                    )
+                )
+            elif self._comments or self._fields:
+                out.append(
+                    SSEIgnored(tuple(self._comments), tuple(self._fields), at_ns,
+                               self._block_start, pos)
+                )
+            else:
+                return  # a stray blank line: it belongs to the next block
+            self._data = []
+            self._comments = []
+            self._fields = []
+            self._event = ""
+            self._retry = None
+            self._block_start = pos
+            return
+        if content[:5] == b"data:":
+            v = content[5:]
+            if v[:1] == b" ":
+                v = v[1:]
+            self._data.append(v.decode("utf-8", "replace"))
+            return
+        if content[0] == 0x3A:  # ":" comment
+            c = content[1:]
+            self._comments.append(_decode(c[1:] if c[:1] == b" " else c))
+            return
+        name, colon, value = content.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        self._fields.append(_decode(name))
+        if name == b"data":  # "data" without a colon: an empty data line
+            self._data.append("")
+        elif name == b"event":
+            self._event = _decode(value)
+        elif name == b"id":
+            if b"\0" not in value:
+                self._id = _decode(value)
+        elif name == b"retry" and value and value.isdigit() and value.isascii():
+            self._retry = int(value)
 
     def _note_endings(self, b: bytes) -> None:
         crlf = b.count(b"\r\n")
