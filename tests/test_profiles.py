@@ -658,3 +658,36 @@ def test_status_fails_before_streaming_with_an_error_body_in_the_formats_shape(c
 def test_status_also_answers_a_recording_without_a_response():
     ix = Interaction(Request("GET", "http://x/"), None, outcome="upstream_error", end_ns=MS)
     assert sched("fault=status:502", ix).status == 502
+
+
+# --------------------------------------------------------------------------
+# What a client assembles is what was recorded
+
+
+def as_played(ix: Interaction, s: Schedule) -> Interaction:
+    return Interaction(ix.request, Response(s.status, headers=ix.response.headers,
+                                            chunks=tuple(Chunk(st.at_ns, st.data) for st in s.sends)))
+
+
+@st.composite
+def recorded_ndjson(draw) -> Interaction:
+    words = draw(st.lists(texts, min_size=1, max_size=6))
+    ix = ndjson(words)
+    pieces = draw(split_body(ix.response.body))
+    return interaction(pieces, content_type="application/x-ndjson", url="http://upstream.test/api/chat")
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_ndjson()), chunk=st.sampled_from(CHUNKINGS),
+       faults=st.lists(st.sampled_from(["keepalive:0", "keepalive:0.01", "stall:1:0.2", "slow-headers:5"]),
+                       max_size=2),
+       seed=st.integers(0, 1000))
+def test_no_chunking_and_no_timing_fault_changes_what_a_client_assembles(ix, chunk, faults, seed):
+    from streamtape.shapes import analyze
+
+    want = analyze(ix)
+    assume(want.events_count >= 1)
+    text = ";".join([f"chunk={chunk}", *(f"fault={f}" for f in faults)])
+    got = analyze(as_played(ix, sched(text, ix, seed=seed)))
+    assert (got.text, got.done, got.invalid_json) == (want.text, want.done, want.invalid_json)
+    assert got.events_count == want.events_count

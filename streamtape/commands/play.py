@@ -169,7 +169,7 @@ def play(file: str, index: int, profile_text: str, boundaries: bool, raw: bool, 
         check_shape(shape)
     sched = profile.schedule(ix)
     p = plan(ix, sched, raw=raw, shape=shape)
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer
     color = boundaries and sys.stdout.isatty()
     first_ns, elapsed = run(p, out, boundaries=boundaries, color=color)
     written_nl = True
