@@ -924,6 +924,13 @@ def fmt_ratio(r: float | None) -> str:
     return f"{r:.2f}x"
 
 
+def show_check(c: Check, v: Any) -> str:
+    """A check's value as text; error messages joined, ``none`` when there are none."""
+    if c.name == "errors" and isinstance(v, (list, tuple)):
+        return "; ".join(v) if v else "none"
+    return show(v)
+
+
 def show(v: Any) -> str:
     """A value as short text for a table cell."""
     if v is None:
@@ -1141,7 +1148,12 @@ def _render_report(rep: DiffReport, st: Style, max_diff_lines: int) -> list[str]
         note = f"  {c.note}" if c.note else ""
         state = "" if c.state == INFO else _state(c.state, st, fi)
         rows.append(
-            [FINISH_LABELS.get(c.name, c.name), _clip(show(c.a)), _clip(show(c.b)), state + note]
+            [
+                FINISH_LABELS.get(c.name, c.name),
+                _clip(show_check(c, c.a)),
+                _clip(show_check(c, c.b)),
+                state + note,
+            ]
         )
     if all(c.a is None and c.b is None for c in m.usage):
         rows.append(["usage", "-", "-", st("neither side reports token counts", dim=True)])

@@ -26,6 +26,7 @@ from .diff import (
     fmt_value,
     printable,
     show,
+    show_check,
 )
 
 HOVER_BYTES = 400
@@ -304,7 +305,7 @@ def _meaning(rep: DiffReport) -> str:
             continue
         out.append(
             f'<tr class="{"differs" if c.state == DIFFERS else ""}"><td>{_e(FINISH_LABELS.get(c.name, c.name))}</td>'
-            f'<td class="val">{_e(show(c.a))}</td><td class="val">{_e(show(c.b))}</td>'
+            f'<td class="val">{_e(show_check(c, c.a))}</td><td class="val">{_e(show_check(c, c.b))}</td>'
             f"{_state_cell(c.state, fi, c.note)}</tr>"
         )
     ui = "usage" in m.ignored

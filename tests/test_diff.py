@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -169,6 +170,11 @@ SCENARIOS: dict[str, tuple[str, bytes, Callable]] = {
         json.dumps(TOOLS_BODY).encode(),
         write_chunks(tool_events("call_2", ['{"city": "Lyon", "unit": "celsius", "days": 2}']), gap=0.01),
     ),
+    "hello_error": (
+        "/v1/chat/completions",
+        json.dumps(HELLO_BODY).encode(),
+        write_chunks([*HELLO[:3], sse({"error": {"message": "model overloaded", "type": "server_error"}})], gap=0.01),
+    ),
     "ollama": ("/api/chat", json.dumps(OLLAMA_BODY).encode(), write_chunks(ollama_lines(WORDS), gap=0.01, headers=NDJSON_HEADERS)),
 }
 
@@ -283,6 +289,17 @@ def test_length_against_stop_differs_in_finish(recorded, capsys) -> None:
     code, out, _ = run("diff", recorded["hello"], recorded["hello_length"], capsys=capsys)
     assert code == 1 and "differs in finish" in out
     code, _, _ = run("diff", "--ignore", "finish", recorded["hello"], recorded["hello_length"], capsys=capsys)
+    assert code == 0
+
+
+def test_a_mid_stream_error_event_differs_in_finish_and_names_the_error(recorded, capsys) -> None:
+    code, out, _ = run("diff", recorded["hello"], recorded["hello_error"], capsys=capsys)
+    assert code == 1
+    assert "differs in text, finish" in out
+    assert re.search(r"error events\s+none\s+model overloaded\s+DIFFERS", out)
+    code, _, _ = run("diff", "--ignore", "text", recorded["hello"], recorded["hello_error"], capsys=capsys)
+    assert code == 1  # the finish still differs
+    code, _, _ = run("diff", "--ignore", "text", "--ignore", "finish", recorded["hello"], recorded["hello_error"], capsys=capsys)
     assert code == 0
 
 
