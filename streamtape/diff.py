@@ -218,8 +218,7 @@ class TextDiff:
     first_difference: int | None = None
     """Character offset of the first difference."""
     words: tuple[tuple[str, str], ...] = ()
-    """The same difference word by word: ``("=", text)``, ``("-", only in A)``,
-    ``("+", only in B)``; left empty for texts over :data:`WORD_DIFF_LIMIT` characters."""
+    """The same difference word by word (see :func:`word_diff`)."""
 
 
 @dataclass(frozen=True)
@@ -465,13 +464,27 @@ def json_equal(x: Any, y: Any) -> bool:
     return type(x) is type(y) and x == y
 
 
-WORD_DIFF_LIMIT = 20_000
+WORD_DIFF_WINDOW = 500
+"""Words compared after the common start (bounds the quadratic matcher)."""
 _WORD_RE = re.compile(r"\s+|\w+|[^\w\s]")
 
 
-def word_diff(a: str, b: str) -> tuple[tuple[str, str], ...]:
-    """Word-level difference (words, runs of space and single punctuation marks)."""
+def word_diff(a: str, b: str, window: int = WORD_DIFF_WINDOW) -> tuple[tuple[str, str], ...]:
+    """Word-level difference (words, runs of space and single punctuation marks).
+
+    Ops are ``("=", text)``, ``("-", only in A)``, ``("+", only in B)``. The common
+    start and end are cheap; between them at most ``window`` words a side are
+    matched, and a final ``("…", note)`` says how much was left out.
+    """
     wa, wb = _WORD_RE.findall(a), _WORD_RE.findall(b)
+    p = 0
+    while p < len(wa) and p < len(wb) and wa[p] == wb[p]:
+        p += 1
+    q = 0
+    while q < len(wa) - p and q < len(wb) - p and wa[-1 - q] == wb[-1 - q]:
+        q += 1
+    mid_a, mid_b = wa[p : len(wa) - q], wb[p : len(wb) - q]
+    cut = len(mid_a) > window or len(mid_b) > window
     out: list[tuple[str, str]] = []
 
     def add(op: str, text: str) -> None:
@@ -482,13 +495,25 @@ def word_diff(a: str, b: str) -> tuple[tuple[str, str], ...]:
         else:
             out.append((op, text))
 
-    sm = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
+    add("=", "".join(wa[:p]))
+    xa, xb = mid_a[:window], mid_b[:window]
+    sm = difflib.SequenceMatcher(None, xa, xb, autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
-            add("=", "".join(wa[i1:i2]))
+            add("=", "".join(xa[i1:i2]))
         else:
-            add("-", "".join(wa[i1:i2]))
-            add("+", "".join(wb[j1:j2]))
+            add("-", "".join(xa[i1:i2]))
+            add("+", "".join(xb[j1:j2]))
+    if cut:
+        left_a = sum(1 for w in mid_a[window:] if not w.isspace()) + sum(
+            1 for w in wa[len(wa) - q :] if not w.isspace()
+        )
+        left_b = sum(1 for w in mid_b[window:] if not w.isspace()) + sum(
+            1 for w in wb[len(wb) - q :] if not w.isspace()
+        )
+        out.append(("…", f"word diff stops here; {left_a} more words in A, {left_b} in B"))
+    else:
+        add("=", "".join(wa[len(wa) - q :]))
     return tuple(out)
 
 
@@ -525,8 +550,7 @@ def compare_text(a: str, b: str, label_a: str = "A", label_b: str = "B") -> Text
             a.split("\n"), b.split("\n"), fromfile=label_a, tofile=label_b, lineterm=""
         )
     )
-    words = word_diff(a, b) if len(a) + len(b) <= WORD_DIFF_LIMIT else ()
-    return TextDiff(a, b, False, unified, first, words)
+    return TextDiff(a, b, False, unified, first, word_diff(a, b))
 
 
 def _valid_json(tc: Any) -> bool:
@@ -1120,6 +1144,8 @@ def _render_report(rep: DiffReport, st: Style, max_diff_lines: int) -> list[str]
                     parts.append(st(f"[-{shown}-]", fg="red"))
                 elif op == "+":
                     parts.append(st(f"{{+{shown}+}}", fg="green"))
+                elif op == "…":
+                    parts.append(st(f" … ({text})", dim=True))
                 else:
                     parts.append(shown)
             out.append("    " + st("words: ", dim=True) + "".join(parts))

@@ -351,13 +351,14 @@ def _meaning(rep: DiffReport) -> str:
             out.append('<div class="caption">word by word</div><pre class="text words">')
             for op, text in compact_words(t.words, keep=200):
                 shown = _e(printable(text))
-                out.append(
-                    f"<del>{shown}</del>"
-                    if op == "-"
-                    else f"<ins>{shown}</ins>"
-                    if op == "+"
-                    else shown
-                )
+                if op == "-":
+                    out.append(f"<del>{shown}</del>")
+                elif op == "+":
+                    out.append(f"<ins>{shown}</ins>")
+                elif op == "…":
+                    out.append(f' <span class="s-info">… ({shown})</span>')
+                else:
+                    out.append(shown)
             out.append("</pre>")
     out.append("</div></div></section>")
     return "".join(out)

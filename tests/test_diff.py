@@ -30,6 +30,7 @@ from streamtape.diff import (
     parse_gate,
     render_text,
     result_json,
+    word_diff,
 )
 from streamtape.errors import OptionError
 from tests.recording import STREAMTAPE, recording
@@ -262,6 +263,15 @@ def test_different_text_exits_1_and_shows_a_unified_diff(recorded, capsys) -> No
     assert code == 1 and text["same"] is False
     assert text["unified_diff"][0].startswith("---") and "+Hello there, moon!" in text["unified_diff"]
     assert text["word_diff"] == [["=", "Hello there, "], ["-", "wörld & <friends>"], ["+", "moon"], ["=", "!"]]
+
+
+def test_word_diff_of_two_long_different_texts_is_bounded_and_says_where_it_stops() -> None:
+    a = " ".join(f"a{i}" for i in range(5000))
+    b = " ".join(f"b{i}" for i in range(5000))
+    ops = word_diff("Same start. " + a + " Same end.", "Same start. " + b + " Same end.", window=100)
+    assert ops[0] == ("=", "Same start. ")
+    assert ops[-1] == ("…", "word diff stops here; 4953 more words in A, 4953 in B")
+    assert sum(len(t) for op, t in ops if op == "-") < 600
 
 
 def test_word_diff_of_a_long_paragraph_keeps_only_context_around_the_change() -> None:
