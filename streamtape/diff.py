@@ -992,6 +992,10 @@ def render_text(
     if isinstance(result, DiffReport):
         result = CassetteDiff(result.a.label, result.b.label, (result,))
     out: list[str] = []
+    if len(result.reports) > 1:
+        out.extend(_summary(result, st))
+        out.append("")
+        out.append(st("─" * 72, dim=True))
     for n, rep in enumerate(result.reports):
         if n:
             out.append("")
@@ -1010,6 +1014,60 @@ def render_text(
     out.append("")
     out.append(_verdict(result, st))
     return "\n".join(out)
+
+
+def pair_summary(rep: DiffReport) -> dict[str, Any]:
+    """One pair in a line's worth of figures (the multi-pair overview)."""
+    ttft = next(r for r in rep.timing if r.metric == "ttft")
+    dur = next(r for r in rep.timing if r.metric == "duration")
+    return {
+        "a": rep.a.label,
+        "b": rep.b.label,
+        "request": f"{rep.a.request.method} {rep.a.request.path}",
+        "meaning": "same" if rep.same else "differs in " + ", ".join(rep.meaning.differs),
+        "wire": "same" if rep.wire_same else "differs",
+        "ttft_ratio": ttft.ratio,
+        "duration_ratio": dur.ratio,
+        "gates_failed": sum(1 for g in rep.gates if not g.ok),
+    }
+
+
+def _summary(result: CassetteDiff, st: Style) -> list[str]:
+    out = [st("Pairs", bold=True) + f"  {len(result.reports)} paired by request"]
+    rows = [
+        [
+            st("A", dim=True),
+            st("B", dim=True),
+            st("request", dim=True),
+            st("meaning", dim=True),
+            st("wire", dim=True),
+            st("ttft B/A", dim=True),
+            st("duration B/A", dim=True),
+        ]
+    ]
+    for rep in result.reports:
+        p = pair_summary(rep)
+        meaning = (
+            st(p["meaning"], fg="green") if rep.same else st(p["meaning"], fg="red", bold=True)
+        )
+        wire = p["wire"] if rep.wire_same else st(p["wire"], fg="yellow")
+        gates = (
+            st(f"  {p['gates_failed']} gate(s) failed", fg="red", bold=True)
+            if p["gates_failed"]
+            else ""
+        )
+        rows.append(
+            [
+                p["a"],
+                p["b"],
+                p["request"],
+                meaning,
+                wire,
+                fmt_ratio(p["ttft_ratio"]),
+                fmt_ratio(p["duration_ratio"]) + gates,
+            ]
+        )
+    return out + _table(rows, cap=60, label_w=None)
 
 
 def _verdict(result: CassetteDiff, st: Style) -> str:
@@ -1062,12 +1120,18 @@ FINISH_LABELS = {
 }
 
 
-def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = (), cap: int = 34) -> list[str]:
-    """Rows of cells as aligned lines; the first column is the label column."""
+def _table(
+    rows: Sequence[Sequence[str]],
+    right: Sequence[int] = (),
+    cap: int = 34,
+    label_w: int | None = _LABEL_W,
+) -> list[str]:
+    """Rows of cells as aligned lines; the first column is the label column (``label_w``
+    wide, or as wide as its widest cell when None)."""
     ncol = max((len(r) for r in rows), default=0)
     widths = [
-        _LABEL_W
-        if i == 0
+        label_w
+        if i == 0 and label_w is not None
         else min(cap, max((len(click.unstyle(r[i])) for r in rows if i < len(r)), default=0))
         for i in range(ncol)
     ]

@@ -24,6 +24,7 @@ from .diff import (
     compact_words,
     fmt_ratio,
     fmt_value,
+    pair_summary,
     printable,
     show,
     show_check,
@@ -447,6 +448,31 @@ def _pair(rep: DiffReport, n: int) -> str:
     return "".join(out)
 
 
+def _overview(result: CassetteDiff) -> str:
+    """With several pairs: one row each, linking to its section."""
+    if len(result.reports) < 2:
+        return ""
+    out = [
+        '<section class="pair overview"><h2>Pairs</h2><table class="grid"><tr><th>A</th><th>B</th>'
+        '<th>request</th><th>meaning</th><th>wire</th><th class="num">ttft B/A</th>'
+        '<th class="num">duration B/A</th><th>gates</th></tr>'
+    ]
+    for n, rep in enumerate(result.reports):
+        p = pair_summary(rep)
+        out.append(
+            f'<tr class="{"" if rep.same else "differs"}"><td><a href="#pair-{n}">{_e(p["a"])}</a></td>'
+            f'<td>{_e(p["b"])}</td><td class="val">{_e(p["request"])}</td>'
+            f'<td class="{"s-same" if rep.same else "s-differs"}">{_e(p["meaning"])}</td>'
+            f'<td class="{"s-quiet" if rep.wire_same else "s-wire"}">{_e(p["wire"])}</td>'
+            f'<td class="num">{_e(fmt_ratio(p["ttft_ratio"]))}</td>'
+            f'<td class="num">{_e(fmt_ratio(p["duration_ratio"]))}</td>'
+            f'<td class="{"s-differs" if p["gates_failed"] else "s-info"}">'
+            f"{_e(str(p['gates_failed']) + ' failed' if p['gates_failed'] else '-')}</td></tr>"
+        )
+    out.append("</table></section>")
+    return "".join(out)
+
+
 def _unpaired(result: CassetteDiff) -> str:
     if not result.unpaired:
         return ""
@@ -472,13 +498,19 @@ def render_html(result: CassetteDiff | DiffReport, *, title: str | None = None) 
         *([f"{failed} gate(s) failed"] if failed else []),
         f"exit status {result.exit_status}",
     ]
-    if not result.same:
+    if differing:
         badge = _verdict_badge(False, "", "meaning differs")
+    elif result.unpaired:
+        badge = _verdict_badge(False, "", "unpaired requests")
     elif failed:
         badge = _verdict_badge(False, "", "gate failed")
     else:
         badge = _verdict_badge(True, "meaning same", "")
-    body = "".join(_pair(r, i) for i, r in enumerate(result.reports)) + _unpaired(result)
+    body = (
+        _overview(result)
+        + "".join(_pair(r, i) for i, r in enumerate(result.reports))
+        + _unpaired(result)
+    )
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'

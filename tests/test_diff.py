@@ -455,6 +455,9 @@ def test_whole_cassettes_are_paired_by_request_and_unpaired_ones_listed(recorded
     doc = json.loads(out)
     assert code == 0 and doc["unpaired"] == []
     assert [(p["a"]["label"], p["b"]["label"]) for p in doc["pairs"]] == [(f"{a}#0", f"{b}#1"), (f"{a}#1", f"{b}#0")]
+    code, out, _ = run("diff", a, b, capsys=capsys)
+    assert out.startswith("Pairs  2 paired by request\n")
+    assert re.search(rf"{re.escape(str(a))}#1\s+{re.escape(str(b))}#0\s+POST /v1/chat/completions\s+same\s+differs", out)
     code, out, _ = run("diff", a, b_extra, capsys=capsys)
     assert code == 1
     assert f"only in B  {b_extra}#1  POST /api/chat" in out

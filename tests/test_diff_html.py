@@ -144,11 +144,15 @@ def test_page_renders_in_chromium_with_two_timelines_and_one_tick_per_piece(reco
 
 
 def test_page_is_self_contained(recorded, tmp_path, capsys) -> None:  # noqa: F811
+    a, b = tmp_path / "a.tape", tmp_path / "b.tape"
+    streamtape.save(a, [one(recorded["hello"]), one(recorded["tools"])])
+    streamtape.save(b, [one(recorded["tools_reordered"]), one(recorded["hello_moon"])])
     page = tmp_path / "p.html"
-    run("diff", recorded["hello"], recorded["tools"], "--html", page, capsys=capsys)
+    run("diff", a, b, "--html", page, capsys=capsys)
     text = page.read_text()
     assert "<script" not in text and "<link" not in text and "<img" not in text
-    assert not re.search(r"\b(src|href)\s*=", text)
+    assert not re.search(r"\bsrc\s*=", text)
+    assert set(re.findall(r'\bhref="([^"]*)"', text)) == {"#pair-0", "#pair-1"}  # in-page links only
     assert "@import" not in text and "url(" not in text
     urls = set(re.findall(r"https?://[^\s\"'<>]+", text))
     assert urls <= {"http://www.w3.org/2000/svg"}
@@ -207,3 +211,5 @@ def test_whole_cassette_page_has_a_section_per_pair_and_lists_unpaired(recorded)
     dom = parse(html_text)
     assert len(dom.svgs) == 2 and len(dom.lanes) == 4
     assert "Unpaired (1)" in html_text and "only in B: b.tape#1 POST /api/chat" in html_text
+    assert "unpaired requests</span>" in html_text and "meaning differs</span>" not in html_text
+    assert html_text.count('<a href="#pair-') == 2
