@@ -93,6 +93,7 @@ class Wiring:
     server_url: str = ""
     realtime: bool = False
     recordings: list[Any] = field(default_factory=lambda: RECORDINGS)
+    timeout: float = 30.0  # the SDK's read timeout
 
     @property
     def headers(self) -> dict[str, str]:
@@ -117,15 +118,19 @@ class Wiring:
 
     def ollama_kwargs(self) -> dict[str, Any]:
         if self.kind == "transport":
-            return {"transport": streamtape.ReplayTransport(self.recordings, self.profile, realtime=self.realtime)}
-        return {"headers": self.headers}
+            return {
+                "transport": streamtape.ReplayTransport(self.recordings, self.profile, realtime=self.realtime),
+                "timeout": self.timeout,
+            }
+        return {"headers": self.headers, "timeout": self.timeout}
 
     def ollama_async_kwargs(self) -> dict[str, Any]:
         if self.kind == "transport":
             return {
-                "transport": streamtape.AsyncReplayTransport(self.recordings, self.profile, realtime=self.realtime)
+                "transport": streamtape.AsyncReplayTransport(self.recordings, self.profile, realtime=self.realtime),
+                "timeout": self.timeout,
             }
-        return {"headers": self.headers}
+        return {"headers": self.headers, "timeout": self.timeout}
 
 
 # --------------------------------------------------------------------------
@@ -135,7 +140,7 @@ class Wiring:
 def openai_text(w: Wiring) -> Answer:
     client = openai.OpenAI(
         api_key="sk-test", base_url=w.base(F.OPENAI_BASE), http_client=w.httpx2_client(),
-        default_headers=w.headers, max_retries=0,
+        default_headers=w.headers, max_retries=0, timeout=w.timeout,
     )
     ans = Answer()
     for chunk in client.chat.completions.create(model="tiny-llama", messages=F.PROMPT, stream=True):
@@ -149,7 +154,7 @@ def openai_text_async(w: Wiring) -> Answer:
     async def main() -> Answer:
         client = openai.AsyncOpenAI(
             api_key="sk-test", base_url=w.base(F.OPENAI_BASE), http_client=w.httpx2_async_client(),
-            default_headers=w.headers, max_retries=0,
+            default_headers=w.headers, max_retries=0, timeout=w.timeout,
         )
         ans = Answer()
         stream = await client.chat.completions.create(model="tiny-llama", messages=F.PROMPT, stream=True)
@@ -167,7 +172,7 @@ def openai_tools(w: Wiring) -> Answer:
     """Tool calls through the SDK's own stream helper, which joins argument fragments."""
     client = openai.OpenAI(
         api_key="sk-test", base_url=w.base(F.OPENAI_BASE), http_client=w.httpx2_client(),
-        default_headers=w.headers, max_retries=0,
+        default_headers=w.headers, max_retries=0, timeout=w.timeout,
     )
     with client.chat.completions.stream(
         model="tiny-llama", messages=F.TOOL_PROMPT, tools=F.WEATHER_TOOLS  # type: ignore[arg-type]
@@ -183,7 +188,7 @@ def openai_tools(w: Wiring) -> Answer:
 def anthropic_messages(w: Wiring, tools: bool) -> Answer:
     client = anthropic.Anthropic(
         api_key="sk-test", base_url=w.base(F.ANTHROPIC_BASE), http_client=w.httpx2_client(),
-        default_headers=w.headers, max_retries=0,
+        default_headers=w.headers, max_retries=0, timeout=w.timeout,
     )
     kwargs: dict[str, Any] = {"model": "tiny-llama", "max_tokens": 64}
     if tools:
@@ -248,7 +253,7 @@ def hf_text_generation(w: Wiring) -> Answer:
     """huggingface_hub InferenceClient against TGI /generate_stream (requests underneath)."""
     configure_http_backend(backend_factory=_hf_session_factory(w))
     try:
-        client = InferenceClient(model=w.base(F.TGI_URL), headers=w.headers)
+        client = InferenceClient(model=w.base(F.TGI_URL), headers=w.headers, timeout=w.timeout)
         ans = Answer()
         for out in client.text_generation(F.TGI_PROMPT, max_new_tokens=20, stream=True, details=True):
             if not out.token.special:
@@ -263,7 +268,7 @@ def hf_text_generation(w: Wiring) -> Answer:
 
 def text_generation_stream(w: Wiring) -> Answer:
     """text-generation's Client (module-level requests.post: no session to mount on, server only)."""
-    client = text_generation.Client(w.base(F.TGI_URL), headers=w.headers, timeout=10)
+    client = text_generation.Client(w.base(F.TGI_URL), headers=w.headers, timeout=w.timeout)
     ans = Answer()
     for resp in client.generate_stream(F.TGI_PROMPT, max_new_tokens=20):
         if not resp.token.special:
@@ -383,6 +388,36 @@ def test_sdk_raises_when_a_chunked_stream_is_cut_reset_or_failed(
         return  # raised: the cut was reported
     assert ans.finish is None, f"{case.name} returned a shorter answer as finished: {ans}"
     pytest.fail(f"{case.name} returned a partial answer without raising under {profile!r}: {ans}")
+
+
+def _is_timeout(exc: BaseException | None) -> bool:
+    """Whether the exception, or one it was raised from, is a read timeout."""
+    while exc is not None:
+        if "timeout" in type(exc).__name__.lower() or "timed out" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+@pytest.mark.parametrize(("case", "driver", "profile"), _fault_matrix({"stall": ""}))
+def test_sdk_raises_when_a_stall_outlasts_its_read_timeout(
+    case: Case, driver: str, profile: str, request: pytest.FixtureRequest
+) -> None:
+    """A stall before event 3 longer than the SDK's read timeout: a timeout error, never a
+    short answer. In-process on the virtual clock (a 60 s stall, 5 s timeout, no waiting);
+    over the server in real time (a 1.5 s stall, 0.3 s timeout)."""
+    w = _wiring(case, driver, "instant;fault=stall:3:60", request)
+    w.timeout = 5.0
+    if driver == "server":
+        w.profile, w.timeout = "instant;fault=stall:3:1.5", 0.3
+    t0 = time.perf_counter()
+    try:
+        ans = case.run(w)
+    except Exception as e:
+        assert time.perf_counter() - t0 < 1.4  # gave up at the timeout, not after the stall
+        assert _is_timeout(e), repr(e)
+        return
+    pytest.fail(f"{case.name} returned without raising after a stall past its read timeout: {ans}")
 
 
 @pytest.mark.parametrize(("case", "driver", "profile"), _fault_matrix(HARMLESS))
