@@ -34,10 +34,12 @@ thin driver plays the schedule:
   (``ChunkedEncodingError``, ``ConnectionError``, ``ReadTimeout``).
 
 A request with the header ``X-Streamtape-Profile`` is played under that
-profile instead. A request that matches nothing gets a 404 with an
-OpenAI-shaped error body naming the closest recorded request, as from the
-replay server (``no_match="raise"`` raises :class:`~streamtape.errors.NoMatchError`
-instead).
+profile instead. As from the replay server, a request that matches nothing
+gets a 404 with an OpenAI-shaped error body naming the closest recorded
+request, and a profile that cannot apply gets a 400; ``no_match="raise"``
+raises :class:`~streamtape.errors.NoMatchError` / ``ProfileError`` instead
+(an SDK usually wraps a transport exception as a connection error, which is
+why the response is the default).
 
 httpx, httpx2 and requests are imported only when used.
 """
@@ -58,7 +60,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from .cassette import Cassette, Interaction, load, load_many
-from .errors import NoMatchError, OptionError, StreamtapeError
+from .errors import NoMatchError, OptionError, ProfileError, StreamtapeError
 
 if TYPE_CHECKING:
     from .match import Matcher
@@ -147,24 +149,20 @@ class Plan:
         return out
 
 
-def _no_match_plan(message: str) -> Plan:
-    body = json.dumps({"error": {"message": message, "type": "streamtape_no_match"}}).encode()
+def _error_plan(status: int, reason: str, message: str, type_: str) -> Plan:
+    """A JSON error response in OpenAI's shape, as the replay server sends."""
+    from .profiles import Step
 
-    @dataclass(frozen=True)
-    class _Step:
-        at_ns: int
-        kind: str
-        data: bytes = b""
-
+    body = json.dumps({"error": {"message": message, "type": type_}}).encode()
     return Plan(
         interaction=None,
         profile="",
-        status=404,
-        reason="Not Found",
+        status=status,
+        reason=reason,
         headers=(("Content-Type", "application/json"), ("Content-Length", str(len(body)))),
         framing="content-length",
         head_at_ns=0,
-        steps=(_Step(0, "send", body), _Step(0, "end")),
+        steps=(Step(0, "send", body), Step(0, "end")),
     )
 
 
@@ -253,16 +251,25 @@ class Replayer:
     def plan(
         self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
     ) -> Plan:
-        """Match a request and schedule its response. Raises NoMatchError only
-        with ``no_match="raise"``; raises ProfileError for a bad header profile."""
-        text, prof = self._profile_for(headers)
+        """Match a request and schedule its response.
+
+        As the replay server: no match is a 404 (``streamtape_no_match``), a bad
+        ``X-Streamtape-Profile`` or a profile that cannot apply to the matched
+        recording is a 400 (``streamtape_bad_profile``); with ``no_match="raise"``
+        they raise :class:`NoMatchError` / :class:`ProfileError` instead.
+        """
         try:
+            text, prof = self._profile_for(headers)
             ix = self.matcher.match(method, url, list(headers), body)
+            sched = prof.schedule(ix, seed=self.seed)
         except NoMatchError as e:
             if self.no_match == "raise":
                 raise
-            return _no_match_plan(str(e))
-        sched = prof.schedule(ix, seed=self.seed)
+            return _error_plan(404, "Not Found", str(e), "streamtape_no_match")
+        except ProfileError as e:
+            if self.no_match == "raise":
+                raise
+            return _error_plan(400, "Bad Request", str(e), "streamtape_bad_profile")
         return Plan(
             interaction=ix,
             profile=text,

@@ -265,6 +265,18 @@ def test_no_match_raise_raises_no_match_error() -> None:
         c.post(URL.replace("chat", "x"), json=BODY)
 
 
+def test_a_bad_header_profile_is_a_400_naming_the_item_or_raises_on_request() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], "instant")
+    with httpx2.Client(transport=t) as c:
+        r = c.post(URL, json=BODY, headers={"X-Streamtape-Profile": "fault=stall:9:1"})
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "streamtape_bad_profile"
+    assert "stall:9:1" in r.json()["error"]["message"]
+    t = streamtape.ReplayTransport([sse_ix()], "instant", no_match="raise")
+    with httpx2.Client(transport=t) as c, pytest.raises(ProfileError, match="latency=sideways"):
+        c.post(URL, json=BODY, headers={"X-Streamtape-Profile": "latency=sideways"})
+
+
 def test_the_cassette_can_be_a_path_a_folder_or_a_loaded_cassette(tmp_path: Path) -> None:
     path = tmp_path / "one.tape"
     streamtape.save(path, [sse_ix()])
