@@ -57,9 +57,11 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .cassette import Cassette, Interaction, load, load_many
+from .clock import sleep_until as _sleep_until
+from .clock import sleep_until_sync as _sleep_until_sync
 from .errors import NoMatchError, OptionError, ProfileError, StreamtapeError
 
 if TYPE_CHECKING:
@@ -81,8 +83,7 @@ PROFILE_HEADER = "x-streamtape-profile"
 # The pure part: what to play, and when.
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
+class Action(NamedTuple):
     """One thing the driver does, ``at_ns`` after the request arrived.
 
     kind: ``data`` (hand ``data`` to the client as one piece), ``end`` (the
@@ -286,29 +287,6 @@ class Replayer:
 # Clocks: real (absolute deadlines) or virtual (no waiting).
 
 
-def _sleep_until_sync(deadline_ns: int) -> None:
-    try:
-        from .clock import sleep_until_sync
-    except ImportError:  # pragma: no cover - clock.py is part of the package
-        remaining = deadline_ns - time.perf_counter_ns()
-        if remaining > 0:
-            time.sleep(remaining / 1e9)
-        return
-    sleep_until_sync(deadline_ns)
-
-
-async def _sleep_until(deadline_ns: int) -> None:
-    try:
-        from .clock import sleep_until
-    except ImportError:  # pragma: no cover
-        import asyncio
-
-        remaining = deadline_ns - time.perf_counter_ns()
-        await asyncio.sleep(max(0.0, remaining / 1e9))
-        return
-    await sleep_until(deadline_ns)
-
-
 def _timeout_ns(seconds: float | None) -> int | None:
     if seconds is None:
         return None
@@ -374,16 +352,17 @@ class _SyncBody:
 
     def __iter__(self) -> Iterator[bytes]:
         sent = 0
-        for act in play_actions(self._plan.steps, self._plan.head_at_ns, self._read_ns):
+        t0, realtime, now = self._t0, self._realtime, time.perf_counter_ns
+        for at_ns, kind, data in play_actions(self._plan.steps, self._plan.head_at_ns, self._read_ns):
             if self._closed:
                 return
-            if self._realtime:
-                _sleep_until_sync(self._t0 + act.at_ns)
-            if act.kind == "data":
-                sent += len(act.data)
-                yield act.data
+            if realtime and t0 + at_ns > now():
+                _sleep_until_sync(t0 + at_ns)
+            if kind == "data":
+                sent += len(data)
+                yield data
                 continue
-            exc = _fault(self._pkg, self._plan, act.kind, sent, self._request)
+            exc = _fault(self._pkg, self._plan, kind, sent, self._request)
             if exc is not None:
                 raise exc
             return
@@ -404,18 +383,19 @@ class _AsyncBody:
         import asyncio
 
         sent = 0
-        for act in play_actions(self._plan.steps, self._plan.head_at_ns, self._read_ns):
+        t0, realtime = self._t0, self._realtime
+        for at_ns, kind, data in play_actions(self._plan.steps, self._plan.head_at_ns, self._read_ns):
             if self._closed:
                 return
-            if self._realtime:
-                await _sleep_until(self._t0 + act.at_ns)
+            if realtime:
+                await _sleep_until(t0 + at_ns)
             else:
                 await asyncio.sleep(0)  # let other tasks run, as a socket read would
-            if act.kind == "data":
-                sent += len(act.data)
-                yield act.data
+            if kind == "data":
+                sent += len(data)
+                yield data
                 continue
-            exc = _fault(self._pkg, self._plan, act.kind, sent, self._request)
+            exc = _fault(self._pkg, self._plan, kind, sent, self._request)
             if exc is not None:
                 raise exc
             return
