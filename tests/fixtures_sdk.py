@@ -508,3 +508,15 @@ def crlf(ix: Interaction) -> Interaction:
     chunks = tuple(Chunk(c.at_ns, c.data.replace(b"\n", b"\r\n")) for c in ix.response.chunks)
     resp = dataclasses.replace(ix.response, chunks=chunks)
     return dataclasses.replace(ix, response=resp, labels={**ix.labels, "source": ix.labels["source"] + " (CRLF)"})
+
+
+def upstream_closed(ix: Interaction) -> Interaction:
+    """The recording as if the upstream had closed halfway (outcome ``upstream_closed``)."""
+    import dataclasses
+
+    assert ix.response is not None
+    keep = ix.response.chunks[: len(ix.response.chunks) // 2]
+    resp = dataclasses.replace(ix.response, chunks=keep)
+    return dataclasses.replace(
+        ix, response=resp, outcome="upstream_closed", error="incomplete chunked read", end_ns=keep[-1].at_ns
+    )

@@ -63,7 +63,8 @@ class Answer:
 
 CRLF = [F.crlf(ix) for ix in RECORDINGS]
 CLOSE_DELIMITED = [F.close_delimited(ix) for ix in RECORDINGS]
-SETS = {"lf": RECORDINGS, "crlf": CRLF, "close": CLOSE_DELIMITED}
+UPSTREAM_CLOSED = [F.upstream_closed(ix) for ix in RECORDINGS]
+SETS = {"lf": RECORDINGS, "crlf": CRLF, "close": CLOSE_DELIMITED, "upstream-closed": UPSTREAM_CLOSED}
 
 
 @pytest.fixture(scope="module")
@@ -384,10 +385,22 @@ def test_sdk_raises_when_a_chunked_stream_is_cut_reset_or_failed(
     a shorter answer (finished or not)."""
     try:
         ans = case.run(_wiring(case, driver, profile, request))
+    except AssertionError:
+        raise
     except Exception:
         return  # raised: the cut was reported
     assert ans.finish is None, f"{case.name} returned a shorter answer as finished: {ans}"
     pytest.fail(f"{case.name} returned a partial answer without raising under {profile!r}: {ans}")
+
+
+@pytest.mark.parametrize(("case", "driver", "profile"), _fault_matrix({"instant": "instant"}))
+def test_a_recording_whose_upstream_closed_early_replays_as_a_cut_the_sdk_raises_on(
+    case: Case, driver: str, profile: str, request: pytest.FixtureRequest
+) -> None:
+    w = _wiring(case, driver, profile, request, "upstream-closed")
+    with pytest.raises(Exception) as info:
+        case.run(w)
+    assert not isinstance(info.value, AssertionError), info.value
 
 
 def _is_timeout(exc: BaseException | None) -> bool:
@@ -485,6 +498,8 @@ def test_close_delimited_cut_is_never_a_finished_answer(
 ) -> None:
     try:
         ans = case.run(_wiring(case, driver, CUT_AT_EVENT, request, "close"))
+    except AssertionError:
+        raise
     except Exception:
         return
     exp = F.expected(case.recording)
@@ -497,5 +512,6 @@ def test_sdk_raises_when_a_close_delimited_stream_is_cut_at_an_event(
     case: Case, driver: str, request: pytest.FixtureRequest
 ) -> None:
     """What a careful client does: a stream that stops before its finish signal is an error."""
-    with pytest.raises(Exception):  # noqa: B017 - any error is a reported cut
+    with pytest.raises(Exception) as info:
         case.run(_wiring(case, driver, CUT_AT_EVENT, request, "close"))
+    assert not isinstance(info.value, AssertionError), info.value
