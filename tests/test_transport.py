@@ -350,6 +350,17 @@ def test_adapter_iter_content_yields_one_piece_per_recorded_chunk() -> None:
         assert list(r.iter_content(chunk_size=None)) == EVENTS
 
 
+@pytest.mark.realtime
+def test_adapter_streams_each_piece_at_its_recorded_time() -> None:
+    with session(sse_ix(gap_ms=150), "faithful") as s:
+        r = s.post(URL, json=BODY, stream=True)
+        t0 = time.perf_counter()
+        arrivals = [(time.perf_counter() - t0, p) for p in r.iter_content(chunk_size=None)]
+    assert [p for _, p in arrivals] == EVENTS
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals)]
+    assert all(0.12 <= g <= 0.4 for g in gaps), gaps
+
+
 def test_adapter_iter_lines_reassembles_lines_split_across_pieces() -> None:
     with session(sse_ix(), "chunk=bytes:3;latency=instant") as s:
         r = s.post(URL, json=BODY, stream=True)
