@@ -1233,9 +1233,7 @@ def _render_report(rep: DiffReport, st: Style, max_diff_lines: int) -> list[str]
     for c in m.finish:
         if c.name == "errors" and not c.a and not c.b:
             continue
-        if c.name == "original" and c.a == c.b:
-            continue
-        note = f"  {c.note}" if c.note else ""
+        note = st(f"  {c.note}", dim=True) if c.note else ""
         state = "" if c.state == INFO else _state(c.state, st, fi)
         rows.append(
             [

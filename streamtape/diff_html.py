@@ -302,7 +302,7 @@ def _meaning(rep: DiffReport) -> str:
         )
     fi = "finish" in m.ignored
     for c in m.finish:
-        if (c.name == "errors" and not c.a and not c.b) or (c.name == "original" and c.a == c.b):
+        if c.name == "errors" and not c.a and not c.b:
             continue
         out.append(
             f'<tr class="{"differs" if c.state == DIFFERS else ""}"><td>{_e(FINISH_LABELS.get(c.name, c.name))}</td>'
