@@ -349,7 +349,10 @@ class Gate:
             missing = [m for m in missing if m == "B"]
         if missing:
             return GateResult(
-                self, None, False, f"cannot check: {' and '.join(missing)} has no {row.label}"
+                self,
+                None,
+                False,
+                f"cannot check: {' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no {row.label}",
             )
         if self.kind == "ratio":
             got = row.ratio

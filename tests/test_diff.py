@@ -579,6 +579,20 @@ def test_malformed_gates_raise_gate_error_naming_the_gate(text: str, why: str) -
     assert msg.startswith(f"bad --fail-on gate {text!r}") and why in msg and "\n" not in msg
 
 
+def test_a_gate_that_cannot_be_checked_fails_and_says_why() -> None:
+    silent = _ix("/v1/chat/completions", {"m": 1}, text="")
+    talking = _ix("/v1/chat/completions", {"m": 1}, text="hi")
+    gates = [parse_gate("ttft>1.5x"), parse_gate("duration>10s")]
+    rep = compare(talking, silent, gates=gates)
+    ttft, duration = rep.gates
+    assert not ttft.ok and ttft.detail == "cannot check: B has no first token"
+    assert duration.ok and rep.exit_status == 1
+    rep = compare(silent, silent, gates=gates[:1])
+    assert rep.gates[0].detail == "cannot check: A and B have no first token"
+    # An absolute gate needs only B.
+    assert compare(silent, talking, gates=[parse_gate("ttft>10s")]).gates[0].ok
+
+
 def _ix(path: str, body: dict | bytes, text: str = "hi", method: str = "POST") -> Interaction:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     events = openai_events([text])
