@@ -15,10 +15,11 @@ resolves every future that is due, in deadline order, and re-arms for the
 next one. No thread, no spinning, one file descriptor per loop, O(log n) per
 wait, however many streams are waiting.
 
-The timerfd is aimed a little (0.4 ms) before the deadline and the scheduler
-spins the rest with ``call_soon`` turns, other tasks running in between: on
-a virtual machine the wake-up path alone costs 0.1-0.3 ms, and a warm spin
-takes it out. Where ``timerfd`` is not available (not Linux, or a loop
+The timerfd is aimed a little (up to 0.3 ms) before the deadline and the
+scheduler spins the rest with ``call_soon`` turns, other tasks running in
+between: on a virtual machine the wake-up path alone costs 0.1-0.3 ms, and a
+warm spin takes it out. The spin is on a CPU budget (10 %), so a thousand
+streams do not turn it into a busy loop. Where ``timerfd`` is not available (not Linux, or a loop
 without ``add_reader``) the coarse wake-up is the loop's own timer aimed
 1.5 ms early; the spin is the same, still one spinner per loop.
 
@@ -160,9 +161,19 @@ class _Scheduler:
     deadline; from there the scheduler spins with ``call_soon`` (other tasks run
     between turns) until the deadline passes. The spin keeps a just-woken CPU
     warm: on a virtual machine the wake-up path itself costs 0.1-0.3 ms.
+
+    Spinning is on a budget: over every 100 ms window at most ``spin_budget``
+    of the time may be spent spinning; past it the lead halves (down to 0:
+    pure timerfd wake-ups), under half of it the lead grows back towards
+    ``max_lead_ns``. With many streams the loop is busy and hot anyway, and a
+    process that spins on a shared machine gets descheduled by the kernel as
+    a CPU hog, which costs far more than the spin saves.
     """
 
-    lead_ns = 400_000
+    max_lead_ns = 300_000
+    min_lead_ns = 0
+    spin_budget = 0.10
+    window_ns = 100_000_000
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -170,6 +181,10 @@ class _Scheduler:
         self._seq = itertools.count()
         self._coarse_at: int | None = None  # deadline the coarse wake-up is set for
         self._spinning = False
+        self.lead_ns = self.max_lead_ns
+        self._spin_since: int | None = None
+        self._spun = 0
+        self._window_start = now_ns()
 
     def add(self, deadline_ns: int, fut: asyncio.Future[None]) -> None:
         heapq.heappush(self._heap, (deadline_ns, next(self._seq), fut))
@@ -179,8 +194,11 @@ class _Scheduler:
     def _schedule(self, deadline_ns: int) -> None:
         if self._spinning:
             return
-        if deadline_ns - now_ns() <= self.lead_ns:
+        now = now_ns()
+        if deadline_ns - now <= self.lead_ns:
             self._spinning = True
+            if self._spin_since is None:
+                self._spin_since = now
             self._loop.call_soon(self._tick)
         elif self._coarse_at is None or deadline_ns - self.lead_ns < self._coarse_at:
             self._coarse_at = deadline_ns - self.lead_ns
@@ -203,6 +221,25 @@ class _Scheduler:
             self._schedule(heap[0][0])
         else:
             self._disarm()
+        if not self._spinning and self._spin_since is not None:
+            self._spun += now - self._spin_since
+            self._spin_since = None
+        if now - self._window_start >= self.window_ns:
+            self._adapt(now)
+
+    def _adapt(self, now: int) -> None:
+        spun = self._spun
+        if self._spin_since is not None:
+            spun += now - self._spin_since
+            self._spin_since = now
+        share = spun / (now - self._window_start)
+        if share > self.spin_budget:
+            lead = self.lead_ns // 2
+            self.lead_ns = max(self.min_lead_ns, lead if lead > 5_000 else 0)
+        elif share < self.spin_budget / 2:
+            self.lead_ns = min(self.max_lead_ns, self.lead_ns * 5 // 4 + 5_000)
+        self._spun = 0
+        self._window_start = now
 
     def _arm_coarse(self, at_ns: int) -> None:
         raise NotImplementedError
@@ -256,7 +293,7 @@ class _TimerFdScheduler(_Scheduler):
 class _TimerScheduler(_Scheduler):
     """Portable fallback: the loop's own (millisecond) timer, aimed well early."""
 
-    lead_ns = _COARSE_MARGIN_NS
+    max_lead_ns = min_lead_ns = _COARSE_MARGIN_NS
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop)

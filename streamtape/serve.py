@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cassette import Interaction
-from .clock import sleep_until
+from .clock import now_ns, sleep_until
 from .errors import NoMatchError, OptionError, StreamtapeError
 
 __all__ = [
@@ -354,6 +354,7 @@ class ReplayServer:
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
         self._profiles: dict[str, Any] = {}
+        self._schedules: dict[tuple[int, int, int], tuple[Any, Interaction, Any]] = {}
         self._count = 0
         self.stats = _Stats()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -490,7 +491,7 @@ class ReplayServer:
             self._conns.discard(conn)
             if not writer.transport.is_closing():
                 writer.close()
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(writer.wait_closed(), 1.0)
 
     def _emit(self, rec: ServedRequest) -> None:
@@ -552,7 +553,7 @@ class ReplayServer:
         self.stats.served += 1
 
         try:
-            sched = profile.schedule(ix)
+            sched = self._schedule(profile, index, ix)
         except StreamtapeError as e:
             done(status=400, interaction=n, source=source, profile=ptext, outcome="bad_profile",
                  detail=str(e))
@@ -579,6 +580,23 @@ class ReplayServer:
                                                          report)
         report(outcome, pieces, nbytes)
         return keep
+
+    def _schedule(self, profile: Any, index: int, ix: Interaction) -> Any:
+        """The profile's schedule for interaction ``index``, computed once.
+
+        Schedules are pure functions of (profile, interaction, seed), so every
+        request for the same pair shares one: concurrent streams cost only
+        their own connection, not a copy of the timeline.
+        """
+        key = (id(profile), index, id(ix))
+        hit = self._schedules.get(key)
+        if hit is not None and hit[0] is profile and hit[1] is ix:
+            return hit[2]
+        sched = profile.schedule(ix)
+        if len(self._schedules) >= 256:
+            self._schedules.pop(next(iter(self._schedules)))
+        self._schedules[key] = (profile, ix, sched)
+        return sched
 
     def _direct(self, req: _Req) -> int | None:
         """The interaction named by ``X-Streamtape-Replay: TOKEN:INDEX`` (the proxy addon,
@@ -626,23 +644,37 @@ class ReplayServer:
             body_length=body_length, keep_alive=keep_alive, method=req.method,
         )
         pieces = nbytes = 0
+        chunked = framing == "chunked"
+        write = transport.write
+        buffered = transport.get_write_buffer_size
+        closing = transport.is_closing
         try:
             await sleep_until(t0 + sched.head_at_ns)
-            if transport.is_closing():
+            if closing():
                 return "client_disconnected", 0, 0, False
-            transport.write(head)
+            write(head)
+            since_yield = 0
             for step in steps:
-                kind = step.kind
-                await sleep_until(t0 + step.at_ns)
-                if transport.is_closing():
+                due = t0 + step.at_ns
+                if due > now_ns():
+                    await sleep_until(due)
+                    since_yield = 0
+                elif since_yield >= 64:
+                    # Instant replay of a long stream: let other streams run.
+                    await asyncio.sleep(0)
+                    since_yield = 0
+                since_yield += 1
+                if closing():
                     return "client_disconnected", pieces, nbytes, False
+                kind = step.kind
                 if kind == "send":
-                    if not step.data or framing == "none":
+                    data = step.data
+                    if not data or framing == "none":
                         continue
-                    transport.write(frame(framing, step.data))
+                    write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
                     pieces += 1
-                    nbytes += len(step.data)
-                    if transport.get_write_buffer_size() > 65536:
+                    nbytes += len(data)
+                    if buffered() > 65536:
                         await writer.drain()
                 elif kind == "end":
                     report("complete", pieces, nbytes)

@@ -42,13 +42,18 @@ async def test_wakes_well_under_a_millisecond_late_where_asyncio_sleep_rounds_up
 @pytest.mark.realtime
 async def test_deadlines_are_absolute_so_error_does_not_accumulate() -> None:
     t0 = now()
+    lates = []
     for i in range(1, 201):
-        await sleep_until(t0 + i * MS)
-        # Work that eats most of each period must not push later deadlines back.
-        busy_until = now() + int(0.6 * MS)
+        d = t0 + i * 2 * MS
+        await sleep_until(d)
+        lates.append(now() - d)
+        # Work in each period must not push later deadlines back: sleeping
+        # 2 ms *after* it each time would end up 50 ms behind. (Light work:
+        # a test that hogs the CPU falls behind on a loaded machine anyway.)
+        busy_until = now() + MS // 4
         while now() < busy_until:
             pass
-    assert now() - (t0 + 200 * MS) < 2 * MS
+    assert statistics.median(lates[-20:]) < 10 * MS, lates
 
 
 async def test_a_past_deadline_returns_at_once_without_suspending() -> None:

@@ -1,0 +1,516 @@
+"""Replay timing, throughput and capacity of ``streamtape serve``, side by side with baselines.
+
+    .venv/bin/python bench/replay.py [--long] [--quick]
+
+Everything is measured over loopback HTTP, with the server under test in its
+own process and an asyncio ``Protocol`` client in this one that parses the
+chunked framing itself and timestamps every chunk as it arrives (one
+``perf_counter_ns`` read per ``recv``).
+
+Servers, each in a child process serving the same cassette:
+
+- ``streamtape``: :class:`streamtape.serve.ReplayServer` (the subject);
+- ``asyncio``: a minimal asyncio server written here: read the request, write
+  the head and one chunk per recorded piece, waiting with ``asyncio.sleep``
+  until each piece is due (or not at all in instant mode). It is the
+  throughput baseline, and for timing it shows what plain asyncio timers give.
+
+Figures (targets from issue 4):
+
+1. timing error, faithful profile, 1 stream and 500 concurrent streams: per
+   recorded gap, |arrival gap - recorded gap| (median, p99); target median
+   <= 0.3 ms, p99 <= 1.5 ms for one stream and p99 <= 5 ms at 500;
+2. ``--long``: the total duration of a 30 s stream against the recording
+   (target within 1 ms);
+3. instant-mode throughput in pieces/s (4 connections at once), against the
+   minimal server (target within 1.5x);
+4. memory per concurrent stream (server RSS while N streams are open,
+   minus idle RSS, over N);
+5. capacity: the most concurrent realtime streams whose p99 gap error stays
+   under 5 ms (target 1,000), stepping N up.
+
+Streams are staggered over their first second, as independent clients are.
+The recorded stream: ``--pieces`` SSE events (about 150 bytes each, like
+OpenAI chat chunks) with gaps drawn uniformly from ``--gap-ms`` (seeded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MS = 1_000_000
+REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
+
+
+# --------------------------------------------------------------------------- the recording
+
+
+def make_tape(path: Path, pieces: int, gap_lo: float, gap_hi: float, seed: int = 7) -> list[int]:
+    """Write a one-interaction cassette; return the recorded piece offsets (ns)."""
+    import streamtape
+    from streamtape import Chunk, Interaction, Request, Response
+
+    rng = random.Random(seed)
+    t = 20 * MS
+    chunks = []
+    for i in range(pieces):
+        payload = {
+            "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1786000000,
+            "model": "bench", "choices": [{"index": 0, "delta": {"content": f" tok{i}"},
+                                           "finish_reason": None}],
+        }
+        chunks.append(Chunk(t, f"data: {json.dumps(payload)}\n\n".encode()))
+        t += int(rng.uniform(gap_lo, gap_hi) * MS)
+    ix = Interaction(
+        Request("POST", "http://bench.test/v1/chat/completions",
+                headers=(("content-type", "application/json"),), body=REQUEST_BODY),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),
+                                     ("Transfer-Encoding", "chunked")),
+                 framing="chunked", chunks=tuple(chunks), headers_at_ns=10 * MS),
+        end_ns=chunks[-1].at_ns + MS,
+    )
+    if path.exists():
+        path.unlink()
+    streamtape.save(path, [ix])
+    return [c.at_ns for c in chunks]
+
+
+# --------------------------------------------------------------------------- server children
+
+
+def child_streamtape(tape: str, profile: str) -> None:
+    from streamtape import clock
+    from streamtape.serve import ReplayServer
+
+    if os.environ.get("BENCH_LEAD_NS"):
+        clock._Scheduler.lead_ns = int(os.environ["BENCH_LEAD_NS"])
+
+    async def main() -> None:
+        srv = ReplayServer([tape], profile=profile, log=lambda _line: None)
+        await srv.start()
+        print(srv.port, flush=True)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+        await srv.close()
+
+    asyncio.run(main())
+
+
+def child_asyncio(tape: str, profile: str) -> None:
+    """The baseline: a minimal asyncio server playing the same pieces."""
+    import streamtape
+
+    ix = streamtape.load(tape)[0]
+    assert ix.response is not None
+    pieces = [(c.at_ns, b"%x\r\n%s\r\n" % (len(c.data), c.data)) for c in ix.response.chunks]
+    instant = profile == "instant"
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                raw = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in raw.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                t0 = time.perf_counter()
+                writer.write(head)
+                for at_ns, data in pieces:
+                    if not instant:
+                        delay = t0 + at_ns / 1e9 - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
+                    writer.write(data)
+                    await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+
+    asyncio.run(main())
+
+
+class Server:
+    """A server child process: ``kind`` is "streamtape" or "asyncio"."""
+
+    def __init__(self, kind: str, tape: Path, profile: str) -> None:
+        self.kind = kind
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", kind, "--tape", str(tape), "--profile", profile],
+            stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- the client
+
+
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: bench.test\r\n"
+    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(REQUEST_BODY), REQUEST_BODY)
+)
+
+
+class Stream(asyncio.Protocol):
+    """One request; records the arrival time of every chunk (the recv that completed it)."""
+
+    def __init__(self, done: asyncio.Future[None], count_only: bool = False) -> None:
+        self.done = done
+        self.buf = bytearray()
+        self.in_body = False
+        self.arrivals: list[int] = []
+        self.count_only = count_only
+        self.pieces = 0
+        self.sent_at = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.sent_at = time.perf_counter_ns()
+        transport.write(REQUEST)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter_ns()
+        buf = self.buf
+        buf += data
+        pos = 0
+        if not self.in_body:
+            i = buf.find(b"\r\n\r\n")
+            if i < 0:
+                return
+            pos = i + 4
+            self.in_body = True
+        n = len(buf)
+        while True:
+            j = buf.find(b"\r\n", pos)
+            if j < 0:
+                break
+            size = int(buf[pos:j], 16)
+            end = j + 2 + size + 2
+            if end > n:
+                break
+            pos = end
+            if size == 0:
+                self.transport.close()
+                if not self.done.done():
+                    self.done.set_result(None)
+                break
+            self.pieces += 1
+            if not self.count_only:
+                self.arrivals.append(t)
+        del buf[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+@dataclass
+class Run:
+    streams: int
+    gap_errors: list[int] = field(default_factory=list)
+    offset_errors: list[int] = field(default_factory=list)
+    totals: list[int] = field(default_factory=list)  # first-to-last piece, per stream
+    incomplete: int = 0
+    peak_rss_kib: int = 0
+    idle_rss_kib: int = 0
+    server_cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+
+def pct(values: list[int], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))]
+
+
+async def timed_run(server: Server, offsets: list[int], streams: int, stagger_s: float) -> Run:
+    loop = asyncio.get_running_loop()
+    run = Run(streams)
+    run.idle_rss_kib = server.rss_kib()
+    cpu0 = server.cpu_s()
+    protos: list[Stream] = []
+    futs: list[asyncio.Future[None]] = []
+    rng = random.Random(streams)
+    start = time.perf_counter()
+
+    async def one(delay: float) -> None:
+        await asyncio.sleep(delay)
+        done = loop.create_future()
+        proto = Stream(done)
+        protos.append(proto)
+        futs.append(done)
+        await loop.create_connection(lambda: proto, "127.0.0.1", server.port)
+        await done
+
+    async def sample_rss() -> None:
+        while True:
+            run.peak_rss_kib = max(run.peak_rss_kib, server.rss_kib())
+            await asyncio.sleep(0.1)
+
+    sampler = asyncio.create_task(sample_rss())
+    await asyncio.gather(*(one(rng.uniform(0, stagger_s)) for _ in range(streams)))
+    sampler.cancel()
+    run.wall_s = time.perf_counter() - start
+    run.server_cpu_s = server.cpu_s() - cpu0
+    rec_gaps = [b - a for a, b in itertools.pairwise(offsets)]
+    for p in protos:
+        a = p.arrivals
+        if len(a) != len(offsets):
+            run.incomplete += 1
+            continue
+        for i, rg in enumerate(rec_gaps):
+            run.gap_errors.append(abs((a[i + 1] - a[i]) - rg))
+        run.totals.append(a[-1] - a[0])
+        for i in range(1, len(a)):
+            run.offset_errors.append(abs((a[i] - a[0]) - (offsets[i] - offsets[0])))
+    return run
+
+
+async def throughput(server: Server, pieces: int, conns: int = 4, rounds: int = 3) -> float:
+    """Instant mode: pieces per second over ``conns`` connections at once (best of rounds)."""
+    loop = asyncio.get_running_loop()
+    best = 0.0
+    for _ in range(rounds):
+        futs = []
+        start = time.perf_counter()
+        for _ in range(conns):
+            done = loop.create_future()
+            futs.append(done)
+            await loop.create_connection(lambda d=done: Stream(d, count_only=True), "127.0.0.1",
+                                         server.port)
+        await asyncio.gather(*futs)
+        best = max(best, conns * pieces / (time.perf_counter() - start))
+    return best
+
+
+async def held_streams_rss(server: Server, n: int) -> tuple[int, int]:
+    """Open ``n`` streams (long gaps), sample RSS while all are open: (idle, held) KiB."""
+    loop = asyncio.get_running_loop()
+    idle = server.rss_kib()
+    transports = []
+    for _ in range(n):
+        done = loop.create_future()
+        t, _ = await loop.create_connection(lambda d=done: Stream(d), "127.0.0.1", server.port)
+        transports.append(t)
+    await asyncio.sleep(1.0)
+    held = server.rss_kib()
+    for t in transports:
+        t.close()
+    await asyncio.sleep(0.5)
+    return idle, held
+
+
+# --------------------------------------------------------------------------- main
+
+
+def ms(ns: float) -> str:
+    return f"{ns / MS:.3f}"
+
+
+def line(*cols: object) -> None:
+    print("  ".join(f"{c!s:>14}" if i else f"{c!s:<34}" for i, c in enumerate(cols)), flush=True)
+
+
+async def bench(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="streamtape-bench-"))
+    lo, hi = (float(x) for x in args.gap_ms.split("-"))
+    tape = tmp / "timed.tape"
+    offsets = make_tape(tape, args.pieces, lo, hi)
+    dur = (offsets[-1] - offsets[0]) / 1e9
+    print(f"recorded stream: {args.pieces} pieces, gaps {args.gap_ms} ms, {dur:.2f} s; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs", flush=True)
+    print("servers in child processes; client: asyncio Protocol in this process\n", flush=True)
+
+    # 1. timing error -------------------------------------------------------
+    if 1 in args.sections:
+        await timing_section(args, tape, offsets)
+    if 2 in args.sections:
+        await long_section(args, tmp)
+    if 3 in args.sections:
+        await throughput_section(args, tmp)
+    if 4 in args.sections:
+        await memory_section(args, tape, offsets)
+    if 5 in args.sections:
+        await capacity_section(args, tape, offsets)
+
+
+async def timing_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:
+    print("1. faithful timing: |arrival gap - recorded gap| (ms), streams staggered over 1 s",
+          flush=True)
+    line("", "streamtape med", "streamtape p99", "asyncio med", "asyncio p99", "ratio p99")
+    results: dict[tuple[str, int], Run] = {}
+    for n in (1, args.concurrent):
+        row = []
+        for kind in ("streamtape", "asyncio"):
+            with Server(kind, tape, "faithful") as srv:
+                await timed_run(srv, offsets[:10], 1, 0)  # warm up
+                run = await timed_run(srv, offsets, n, 1.0 if n > 1 else 0)
+            results[(kind, n)] = run
+            row += [ms(statistics.median(run.gap_errors)), ms(pct(run.gap_errors, 99))]
+        ratio = pct(results[("asyncio", n)].gap_errors, 99) / max(
+            1, pct(results[("streamtape", n)].gap_errors, 99))
+        line(f"{n} stream{'s' if n > 1 else ''}", *row, f"{ratio:.1f}x better")
+    for n in (1, args.concurrent):
+        r = results[("streamtape", n)]
+        print(f"   streamtape, {n}: offset-from-first-piece error p99 "
+              f"{ms(pct(r.offset_errors, 99))} ms, max gap error {ms(max(r.gap_errors))} ms, "
+              f"incomplete {r.incomplete}, server CPU {r.server_cpu_s:.2f} s "
+              f"over {r.wall_s:.2f} s", flush=True)
+    print("   targets: 1 stream median <= 0.3, p99 <= 1.5; 500 streams p99 <= 5\n", flush=True)
+
+
+
+async def long_section(args: argparse.Namespace, tmp: Path) -> None:
+    if args.long:
+        long_tape = tmp / "long.tape"
+        long_offsets = make_tape(long_tape, 1000, 20, 40, seed=30)
+        rec = long_offsets[-1] - long_offsets[0]
+        print(f"2. total duration of a {rec / 1e9:.1f} s stream (first to last piece)", flush=True)
+        line("", "recorded s", "replayed s", "error ms")
+        for kind in ("streamtape", "asyncio"):
+            with Server(kind, long_tape, "faithful") as srv:
+                run = await timed_run(srv, long_offsets, 1, 0)
+            total = run.totals[0]
+            line(kind, f"{rec / 1e9:.4f}", f"{total / 1e9:.4f}", f"{(total - rec) / MS:+.3f}")
+        print("   target: within 1 ms\n", flush=True)
+    else:
+        print("2. 30 s stream: skipped (--long)\n", flush=True)
+
+
+
+async def throughput_section(args: argparse.Namespace, tmp: Path) -> None:
+    tp_tape = tmp / "throughput.tape"
+    make_tape(tp_tape, args.tp_pieces, 0, 0, seed=3)
+    print(f"3. instant-mode throughput, 4 connections x {args.tp_pieces} pieces (pieces/s)",
+          flush=True)
+    tps = {}
+    for kind in ("streamtape", "asyncio"):
+        with Server(kind, tp_tape, "instant") as srv:
+            await throughput(srv, args.tp_pieces, rounds=1)  # warm up
+            tps[kind] = await throughput(srv, args.tp_pieces)
+    line("", "streamtape", "asyncio", "ratio")
+    line("pieces/s", f"{tps['streamtape']:.0f}", f"{tps['asyncio']:.0f}",
+         f"{tps['asyncio'] / tps['streamtape']:.2f}x slower")
+    print("   target: within 1.5x of the minimal asyncio server\n", flush=True)
+
+
+
+async def memory_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:
+    print(f"4. memory: server RSS with {args.held} streams open (recorded gaps, mid-stream)",
+          flush=True)
+    line("", "idle MiB", "held MiB", "KiB/stream")
+    for kind in ("streamtape", "asyncio"):
+        with Server(kind, tape, "faithful") as srv:
+            await timed_run(srv, offsets[:10], 1, 0)
+            idle, held = await held_streams_rss(srv, args.held)
+        line(kind, f"{idle / 1024:.1f}", f"{held / 1024:.1f}", f"{(held - idle) / args.held:.1f}")
+    print("", flush=True)
+
+
+
+async def capacity_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:
+    print("5. capacity: concurrent faithful streams, p99 gap error (ms), streams staggered 1 s",
+          flush=True)
+    line("streams", "median", "p99", "incomplete", "server CPU %", "p99 < 5 ms")
+    best = 0
+    with Server("streamtape", tape, "faithful") as srv:
+        await timed_run(srv, offsets[:10], 1, 0)
+        for n in args.steps:
+            run = await timed_run(srv, offsets, n, 1.0)
+            p99 = pct(run.gap_errors, 99)
+            ok = p99 < 5 * MS and run.incomplete == 0
+            line(n, ms(statistics.median(run.gap_errors)), ms(p99), run.incomplete,
+                 f"{100 * run.server_cpu_s / run.wall_s:.0f}", "yes" if ok else "no")
+            if ok:
+                best = n
+            else:
+                break
+    print(f"   holds {best} concurrent realtime streams with p99 < 5 ms (target 1,000)",
+          flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--long", action="store_true", help="also replay a 30 s stream")
+    ap.add_argument("--quick", action="store_true", help="fewer capacity steps")
+    ap.add_argument("--pieces", type=int, default=100)
+    ap.add_argument("--gap-ms", default="10-50", help="recorded gaps, uniform LO-HI ms")
+    ap.add_argument("--concurrent", type=int, default=500)
+    ap.add_argument("--tp-pieces", type=int, default=20000)
+    ap.add_argument("--held", type=int, default=1000)
+    ap.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[500, 1000, 1500, 2000])
+    ap.add_argument("--sections", type=lambda s: {int(x) for x in s.split(",")},
+                    default={1, 2, 3, 4, 5}, help="which figures, e.g. 1,3")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--tape", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", default="faithful", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child == "streamtape":
+        child_streamtape(args.tape, args.profile)
+        return
+    if args.child == "asyncio":
+        child_asyncio(args.tape, args.profile)
+        return
+    if args.quick:
+        args.steps = [500, 1000]
+    asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()
