@@ -223,6 +223,14 @@ def timeline_svg(rep: DiffReport) -> str:
         out.append(f'<text class="lane-label" x="8" y="{top + 20}" fill="{color}">{tag}</text>')
         out.append(f'<text class="lane-sub" x="8" y="{top + 37}">{_e(s.analysis.shape)}</text>')
         out.append(f'<text class="lane-sub" x="8" y="{top + 52}">{len(chunks)} pieces</text>')
+        if not chunks:
+            ix = s.interaction
+            why = "no response" if ix.response is None else "no body"
+            detail = f"{why} ({ix.outcome}{': ' + ix.error if ix.error else ''})"
+            out.append(
+                f'<text class="lane-sub" x="{_LEFT + plot_w / 2:.0f}" y="{top + _LANE_H / 2 + 4:.0f}" '
+                f'text-anchor="middle">{_e(detail)}</text>'
+            )
         # Marker lines under the ticks (a tick stays the hover target), labels on top.
         ttft = getattr(s.stats, "ttft_ns", None)
         fin = _finish_ns(s)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -213,3 +214,12 @@ def test_whole_cassette_page_has_a_section_per_pair_and_lists_unpaired(recorded)
     assert "Unpaired (1)" in html_text and "only in B: b.tape#1 POST /api/chat" in html_text
     assert "unpaired requests</span>" in html_text and "meaning differs</span>" not in html_text
     assert html_text.count('<a href="#pair-') == 2
+
+
+def test_a_side_without_response_draws_an_empty_timeline_that_says_why(recorded) -> None:  # noqa: F811
+    ok = one(recorded["hello"])
+    refused = replace(ok, response=None, outcome="upstream_error", error="connection refused", end_ns=5)
+    html_text = render_html(compare(ok, refused))
+    dom = parse(html_text)
+    assert len(dom.lanes["1A"]["ticks"]) == len(ok.chunks) and dom.lanes["1B"]["ticks"] == []
+    assert "no response (upstream_error: connection refused)" in html_text
