@@ -92,6 +92,7 @@ def response_head(
     body_length: int | None = None,
     keep_alive: bool = True,
     method: str = "GET",
+    chunked_ok: bool = True,
 ) -> tuple[bytes, str, bool]:
     """The response head to send, the framing actually used, and whether to keep the connection.
 
@@ -99,10 +100,13 @@ def response_head(
     ``chunked`` (and HTTP/2 ``frames``) become ``Transfer-Encoding: chunked``;
     ``content-length`` sends ``Content-Length: body_length`` (the recorded value
     when the body will be cut short); ``close-delimited`` sends neither and
-    ``Connection: close``.
+    ``Connection: close``. An HTTP/1.0 client (``chunked_ok=False``) gets a
+    chunked recording close-delimited.
     """
     if framing == "frames":
         framing = "chunked"
+    if framing == "chunked" and not chunked_ok:
+        framing = "close-delimited"
     out = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, '')}".rstrip()]
     out += [f"{k}: {v}" for k, v in headers if k.lower() not in HOP_BY_HOP]
     if _no_body(status, method):
@@ -642,6 +646,7 @@ class ReplayServer:
         head, framing, keep = response_head(
             sched.status, sched.reason, sched.headers, sched.framing,
             body_length=body_length, keep_alive=keep_alive, method=req.method,
+            chunked_ok=req.version != "HTTP/1.0",
         )
         pieces = nbytes = 0
         chunked = framing == "chunked"

@@ -268,6 +268,20 @@ def test_close_delimited_recording_ends_by_closing(served: ReplayServer) -> None
     assert r.body == b"".join(EVENTS)
 
 
+def test_http10_client_gets_a_chunked_recording_close_delimited(served: ReplayServer) -> None:
+    host, port = served.url.removeprefix("http://").split(":")
+    payload = json.dumps(CHAT_BODY).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\nX-Streamtape-Profile: instant\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding" not in head
+    assert body == b"".join(EVENTS)
+
+
 def test_keep_alive_serves_repeats_in_order_on_one_connection() -> None:
     first, second = chat_ix(1, tag="a", events=EVENTS[:2]), chat_ix(1, tag="b", events=EVENTS[2:])
     with ReplayServer([first, second], profile="instant", log=lambda _: None) as srv, \
