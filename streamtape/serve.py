@@ -709,6 +709,9 @@ class ReplayServer:
             return "complete", pieces, nbytes, keep and framing != "close-delimited"
         except (ConnectionError, OSError):
             return "client_disconnected", pieces, nbytes, False
+        except asyncio.CancelledError:
+            report("interrupted", pieces, nbytes)  # the server is shutting down
+            raise
 
     @staticmethod
     async def _flush(writer: asyncio.StreamWriter, timeout: float = 5.0) -> None:

@@ -487,6 +487,27 @@ def test_cli_serves_logs_and_stops_cleanly_on_signal(tape: Path, sig: int) -> No
 
 
 @pytest.mark.slow
+def test_cli_ctrl_c_with_a_stream_in_flight_logs_it_as_interrupted(tmp_path: Path) -> None:
+    tape = tmp_path / "slow.tape"
+    streamtape.save(tape, [chat_ix(300)])
+    proc, url = _start(_cli("serve", str(tape), "--port", "0"))
+    try:
+        with httpx.stream("POST", url + "/v1/chat/completions", json=CHAT_BODY) as r:
+            it = r.iter_raw()
+            next(it)
+            proc.send_signal(signal.SIGINT)
+            with pytest.raises(httpx.RemoteProtocolError):
+                for _ in it:
+                    pass
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "Traceback" not in err
+    assert "outcome=interrupted" in out
+
+
+@pytest.mark.slow
 def test_cli_profile_option_applies(tape: Path) -> None:
     proc, url = _start(_cli("serve", str(tape), "--port", "0", "--profile", "chunk=bytes:5;latency=instant"))
     try:
