@@ -23,7 +23,9 @@ Figures (targets from issue 4):
 2. ``--long``: the total duration of a 30 s stream against the recording
    (target within 1 ms);
 3. instant-mode throughput in pieces/s (4 connections at once), against the
-   minimal server (target within 1.5x);
+   minimal server (target within 1.5x); 6. the same in-process
+   (``AsyncReplayTransport`` against httpx's ``MockTransport`` yielding the
+   same pieces);
 4. memory per concurrent stream (server RSS while N streams are open,
    minus idle RSS, over N);
 5. capacity: the most concurrent realtime streams whose p99 gap error stays
@@ -396,6 +398,8 @@ async def bench(args: argparse.Namespace) -> None:
         await long_section(args, tmp)
     if 3 in args.sections:
         await throughput_section(args, tmp)
+    if 6 in args.sections:
+        await inprocess_section(args, tmp)
     if 4 in args.sections:
         await memory_section(args, tape, offsets)
     if 5 in args.sections:
@@ -465,6 +469,48 @@ async def throughput_section(args: argparse.Namespace, tmp: Path) -> None:
 
 
 
+async def inprocess_section(args: argparse.Namespace, tmp: Path) -> None:
+    """In-process: streamtape's AsyncReplayTransport against httpx's MockTransport."""
+    import httpx
+
+    import streamtape
+    from streamtape.transport import AsyncReplayTransport
+
+    tp_tape = tmp / "throughput.tape"
+    make_tape(tp_tape, args.tp_pieces, 0, 0, seed=3)
+    ix = streamtape.load(tp_tape)[0]
+    pieces = [c.data for c in ix.chunks]
+
+    async def body():  # type: ignore[no-untyped-def]
+        for p in pieces:
+            yield p
+
+    def mock(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    async def rate(transport: httpx.AsyncBaseTransport) -> float:
+        best = 0.0
+        async with httpx.AsyncClient(transport=transport) as client:
+            for _ in range(3):
+                start = time.perf_counter()
+                n = 0
+                async with client.stream("POST", "http://bench.test/v1/chat/completions",
+                                         content=REQUEST_BODY,
+                                         headers={"content-type": "application/json"}) as r:
+                    async for _ in r.aiter_raw():
+                        n += 1
+                best = max(best, n / (time.perf_counter() - start))
+        return best
+
+    ours = await rate(AsyncReplayTransport(str(tp_tape), profile="instant"))
+    base = await rate(httpx.MockTransport(mock))
+    print(f"6. in-process instant throughput, httpx.AsyncClient, {args.tp_pieces} pieces "
+          "(pieces/s)", flush=True)
+    line("", "streamtape", "MockTransport", "ratio")
+    line("AsyncReplayTransport", f"{ours:.0f}", f"{base:.0f}", f"{base / ours:.2f}x slower")
+    print("", flush=True)
+
+
 async def memory_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:
     print(f"4. memory: server RSS with {args.held} streams open (recorded gaps, mid-stream)",
           flush=True)
@@ -512,7 +558,7 @@ def main() -> None:
     ap.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")],
                     default=[500, 1000, 1500, 2000])
     ap.add_argument("--sections", type=lambda s: {int(x) for x in s.split(",")},
-                    default={1, 2, 3, 4, 5}, help="which figures, e.g. 1,3")
+                    default={1, 2, 3, 4, 5, 6}, help="which figures, e.g. 1,3")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--tape", help=argparse.SUPPRESS)
     ap.add_argument("--profile", default="faithful", help=argparse.SUPPRESS)
