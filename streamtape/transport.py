@@ -197,13 +197,14 @@ class Replayer:
     """Matching and profiles for the in-process drivers. Thread-safe.
 
     ``cassette``: a loaded :class:`Cassette`, a path (file or folder of
-    ``*.tape``), or interactions. ``profile``: preset name or profile text.
+    ``*.tape``), or interactions. ``profile``: preset name, profile text or a
+    parsed :class:`~streamtape.profiles.Profile`.
     """
 
     def __init__(
         self,
         cassette: Any,
-        profile: str = "faithful",
+        profile: str | Profile = "faithful",
         *,
         ignore_fields: Sequence[str] = (),
         match_headers: Sequence[str] = (),
@@ -217,8 +218,11 @@ class Replayer:
         if no_match not in ("404", "raise"):
             raise OptionError(f"no_match must be '404' or 'raise', not {no_match!r}")
         self.interactions = _as_interactions(cassette)
+        if isinstance(profile, str):
+            self.profile: Profile = parse_profile(profile)
+        else:  # an already parsed Profile
+            self.profile, profile = profile, profile.text
         self.profile_text = profile
-        self.profile: Profile = parse_profile(profile)
         self.seed = seed
         self.no_match = no_match
         self.matcher: Matcher = Matcher(
@@ -281,10 +285,6 @@ class Replayer:
             head_at_ns=sched.head_at_ns,
             steps=tuple(sched.steps),
         )
-
-
-# --------------------------------------------------------------------------
-# Clocks: real (absolute deadlines) or virtual (no waiting).
 
 
 def _timeout_ns(seconds: float | None) -> int | None:

@@ -243,6 +243,11 @@ def test_the_profile_header_overrides_the_profile_for_one_request() -> None:
     assert all(len(p) == 1 for p in raw_pieces(httpx2, t, profile_header="chunk=bytes:1;latency=instant"))
 
 
+def test_a_parsed_profile_is_accepted_too() -> None:
+    t = streamtape.ReplayTransport([sse_ix()], parse_profile("chunk=whole;latency=instant"))
+    assert raw_pieces(httpx2, t) == [b"".join(EVENTS)]
+
+
 def test_a_bad_profile_is_one_clear_error() -> None:
     with pytest.raises(ProfileError, match="chunk=nope"):
         streamtape.ReplayTransport([sse_ix()], "chunk=nope")
