@@ -297,7 +297,6 @@ def _as_profile(p: Any) -> Any:
 class _Conn:
     writer: asyncio.StreamWriter
     task: asyncio.Task[None] | None = None
-    busy: bool = False
 
 
 @dataclass
@@ -378,6 +377,11 @@ class ReplayServer:
         """Serve from another matcher from the next request on."""
         self.matcher = matcher
         self._set_where(list(sources or [None] * len(matcher.interactions)))
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """The requests received so far (what ``GET /_streamtape/requests`` returns)."""
+        return self.matcher.received
 
     # ----------------------------------------------------------------- lifecycle
 
