@@ -32,7 +32,7 @@ import openai
 import pytest
 import requests
 import text_generation
-from huggingface_hub import InferenceClient, configure_http_backend
+from huggingface_hub import AsyncInferenceClient, InferenceClient, configure_http_backend
 
 import streamtape
 from streamtape.profiles import ADVERSARIAL
@@ -211,6 +211,22 @@ def anthropic_text(w: Wiring) -> Answer:
     return anthropic_messages(w, tools=False)
 
 
+def anthropic_text_async(w: Wiring) -> Answer:
+    async def main() -> Answer:
+        client = anthropic.AsyncAnthropic(
+            api_key="sk-test", base_url=w.base(F.ANTHROPIC_BASE), http_client=w.httpx2_async_client(),
+            default_headers=w.headers, max_retries=0, timeout=w.timeout,
+        )
+        async with client.messages.stream(model="tiny-llama", max_tokens=64, messages=F.PROMPT) as stream:
+            msg = await stream.get_final_message()
+        await client.close()
+        ans = Answer(finish=msg.stop_reason)
+        ans.text = "".join(b.text for b in msg.content if b.type == "text")
+        return ans
+
+    return asyncio.run(main())
+
+
 def anthropic_tools(w: Wiring) -> Answer:
     return anthropic_messages(w, tools=True)
 
@@ -280,6 +296,42 @@ def text_generation_stream(w: Wiring) -> Answer:
     return ans
 
 
+def hf_text_generation_async(w: Wiring) -> Answer:
+    """huggingface_hub AsyncInferenceClient (aiohttp underneath: over the server only)."""
+
+    async def main() -> Answer:
+        client = AsyncInferenceClient(model=w.base(F.TGI_URL), headers=w.headers, timeout=w.timeout)
+        ans = Answer()
+        stream = await client.text_generation(F.TGI_PROMPT, max_new_tokens=20, stream=True, details=True)
+        async for out in stream:
+            if not out.token.special:
+                ans.text += out.token.text
+            if out.details is not None:
+                ans.finish = out.details.finish_reason
+                assert out.generated_text == ans.text
+        await client.close()
+        return ans
+
+    return asyncio.run(main())
+
+
+def text_generation_stream_async(w: Wiring) -> Answer:
+    """text-generation's AsyncClient (aiohttp; over the server only)."""
+
+    async def main() -> Answer:
+        client = text_generation.AsyncClient(w.base(F.TGI_URL), headers=w.headers, timeout=int(max(1, w.timeout)))
+        ans = Answer()
+        async for resp in client.generate_stream(F.TGI_PROMPT, max_new_tokens=20):
+            if not resp.token.special:
+                ans.text += resp.token.text
+            if resp.details is not None:
+                ans.finish = resp.details.finish_reason
+                assert resp.generated_text == ans.text
+        return ans
+
+    return asyncio.run(main())
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -295,10 +347,13 @@ CASES = [
     Case("openai-tools", openai_tools, OPENAI_TOOLS),
     Case("anthropic-text", anthropic_text, ANTHROPIC_TEXT),
     Case("anthropic-tools", anthropic_tools, ANTHROPIC_TOOLS),
+    Case("anthropic-async", anthropic_text_async, ANTHROPIC_TEXT),
     Case("ollama-sync", ollama_chat, OLLAMA_CHAT),
     Case("ollama-async", ollama_chat_async, OLLAMA_CHAT),
     Case("hf-inference-client", hf_text_generation, TGI_HF),
     Case("text-generation", text_generation_stream, TGI_TG, drivers=("server",)),
+    Case("hf-async-inference-client", hf_text_generation_async, TGI_HF, drivers=("server",)),
+    Case("text-generation-async", text_generation_stream_async, TGI_TG, drivers=("server",)),
     # The same streams with CRLF line endings (crlf-split then cuts between CR and LF).
     Case("openai-sync-crlf", openai_text, CRLF[0], set="crlf"),
     Case("openai-tools-crlf", openai_tools, CRLF[1], set="crlf"),
@@ -472,10 +527,13 @@ SILENT_ON_CLOSE_CUT = {
     "(truncated arguments, finish_reason None) without raising",
     "anthropic-text": "anthropic: get_final_message() returns the snapshot without message_stop",
     "anthropic-tools": "anthropic: get_final_message() returns the snapshot without message_stop",
+    "anthropic-async": "anthropic (async): get_final_message() returns the snapshot without message_stop",
     "ollama-sync": "ollama: iteration stops without a done:true object; no error",
     "ollama-async": "ollama: iteration stops without a done:true object; no error",
     "hf-inference-client": "huggingface_hub: text_generation stream stops without details; no error",
     "text-generation": "text-generation: generate_stream stops without details; no error",
+    "hf-async-inference-client": "huggingface_hub (async, aiohttp): the stream stops without details; no error",
+    "text-generation-async": "text-generation (async, aiohttp): generate_stream stops without details; no error",
 }
 
 
