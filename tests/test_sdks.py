@@ -40,6 +40,9 @@ from streamtape.serve import ReplayServer
 
 from . import fixtures_sdk as F
 
+# text-generation calls pydantic's deprecated .dict(): not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:The `dict` method is deprecated:DeprecationWarning")
+
 RECORDINGS = F.all_recordings()
 BY_SOURCE = {ix.labels["source"]: ix for ix in RECORDINGS}
 OPENAI_CHAT, OPENAI_TOOLS, ANTHROPIC_TEXT, ANTHROPIC_TOOLS, OLLAMA_CHAT, TGI_HF, TGI_TG = RECORDINGS
