@@ -219,6 +219,22 @@ def test_a_status_fault_is_an_error_response_in_the_formats_shape(pkg) -> None:
     assert "error" in r.json()
 
 
+def test_an_http2_recording_replays_with_chunked_semantics() -> None:
+    """HTTP/2 (framing "frames") has a visible end of stream: a cut is an error, not an end."""
+    import dataclasses
+
+    ix = sse_ix()
+    h2 = dataclasses.replace(
+        ix,
+        response=dataclasses.replace(
+            ix.response, framing="frames", http_version="HTTP/2.0", headers=(("content-type", "text/event-stream"),)
+        ),
+    )
+    assert raw_pieces(httpx2, streamtape.ReplayTransport([h2], "instant")) == EVENTS
+    with pytest.raises(httpx2.RemoteProtocolError):
+        raw_pieces(httpx2, streamtape.ReplayTransport([h2], "instant;fault=cut-event:1"))
+
+
 def test_a_recording_without_a_response_head_replays_as_a_server_disconnect() -> None:
     ix = Interaction(sse_ix().request, None, outcome="upstream_error", error="connection refused", end_ns=MS)
     t = streamtape.ReplayTransport([ix], "instant")
