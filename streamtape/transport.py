@@ -7,10 +7,21 @@ Plug a cassette straight into client code, no sockets::
     client = openai.OpenAI(api_key="x", base_url="http://llm.test/v1",
                            http_client=httpx2.Client(transport=t))
 
+    anthropic.Anthropic(api_key="x", base_url="http://llm.test",
+                        http_client=httpx2.Client(transport=t))
+    openai.AsyncOpenAI(..., http_client=httpx2.AsyncClient(
+        transport=streamtape.AsyncReplayTransport(cas)))
+
     ollama.Client(host="http://llm.test", transport=streamtape.ReplayTransport(cas))
 
     session = requests.Session()
     session.mount("http://", streamtape.ReplayAdapter(cas))
+    # huggingface_hub (0.x, requests): every session it makes gets the adapter
+    huggingface_hub.configure_http_backend(backend_factory=lambda: session)
+
+Clients with no way to pass a transport or session (text-generation's
+``Client`` calls ``requests.post``; aiohttp-based clients) are pointed at the
+replay server (:mod:`streamtape.serve`) instead.
 
 Every request is matched against the cassette (:class:`streamtape.match.Matcher`,
 the same rules as the replay server), its interaction is turned into a
