@@ -324,12 +324,13 @@ def _package_of(request: Any, explicit: str | None) -> Any:
 
 
 def _cut_message(plan: Plan, sent: int) -> str:
+    """httpcore's message for a body cut short (the same text on httpx and httpx2)."""
     if plan.framing == "content-length":
         return (
-            "peer closed connection without sending complete message body: "
-            f"received {sent} bytes, expected {plan.header('content-length')}"
+            "peer closed connection without sending complete message body "
+            f"(received {sent} bytes, expected {plan.header('content-length')})"
         )
-    return "peer closed connection without sending complete message body: incomplete chunked read"
+    return "peer closed connection without sending complete message body (incomplete chunked read)"
 
 
 _RESET_MESSAGE = "[Errno 104] Connection reset by peer"

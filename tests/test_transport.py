@@ -155,7 +155,7 @@ def test_a_cut_raises_the_clients_own_remote_protocol_error_after_the_pieces_bef
 def test_a_cut_on_content_length_framing_says_how_much_was_missing(pkg) -> None:
     ix = sse_ix(framing="content-length")
     t = streamtape.ReplayTransport([ix], "instant;fault=cut:10B")
-    with pkg.Client(transport=t) as c, pytest.raises(pkg.RemoteProtocolError, match="received 10 bytes, expected"):
+    with pkg.Client(transport=t) as c, pytest.raises(pkg.RemoteProtocolError, match=r"received 10 bytes, expected"):
         c.post(URL, json=BODY)
 
 
@@ -163,6 +163,33 @@ def test_a_cut_on_content_length_framing_says_how_much_was_missing(pkg) -> None:
 def test_a_cut_on_a_close_delimited_body_looks_like_the_end_as_on_a_socket(pkg) -> None:
     t = streamtape.ReplayTransport([sse_ix(framing="close-delimited")], "instant;fault=cut-event:2")
     assert b"".join(raw_pieces(pkg, t)) == b"".join(EVENTS[:2])
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+@pytest.mark.parametrize("fault", ["cut:10B", "reset:10B", "cut-event:2"])
+def test_faults_raise_the_same_exception_and_message_as_the_replay_server_on_a_socket(
+    pkg, framing: str, fault: str
+) -> None:
+    ix = sse_ix(framing=framing)
+    profile = f"instant;fault={fault}"
+
+    def outcome(client, url: str) -> tuple[str, str, bytes]:
+        got = b""
+        try:
+            with client.stream("POST", url, json=BODY) as r:
+                for p in r.iter_raw():
+                    got += p
+        except pkg.TransportError as e:
+            return type(e).__name__, str(e), got
+        return "ok", "", got
+
+    with pkg.Client(transport=streamtape.ReplayTransport([ix], profile)) as c:
+        in_process = outcome(c, URL)
+    with ReplayServer([ix], profile=profile, log=lambda x: None) as srv, pkg.Client() as c:
+        over_socket = outcome(c, srv.url + "/v1/chat/completions")
+    assert in_process == over_socket
+    assert in_process[0] != "ok"
 
 
 @pytest.mark.parametrize("pkg", PACKAGES)
