@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from .cassette import Interaction, Request
-from .errors import OptionError
+from .errors import GateError, OptionError
 
 IGNORABLE = ("text", "tools", "finish", "usage")
 """Meaning categories ``--ignore`` can relax."""
@@ -65,10 +65,6 @@ VOLATILE_HEADERS = frozenset(
 VOLATILE_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 # Headers that have their own row in the wire section.
 OWN_ROW_HEADERS = frozenset({"content-type", "transfer-encoding"})
-
-
-class GateError(OptionError):
-    """A ``--fail-on`` gate is malformed."""
 
 
 # ---------------------------------------------------------------------------

@@ -22,6 +22,14 @@ class OptionError(StreamtapeError):
     """An option value (CLI flag or mitmproxy ``--set``) is invalid."""
 
 
+class ShapeError(OptionError):
+    """An unknown shape name (``--shape``) or a shape that does not fit the stream's wire."""
+
+
+class GateError(OptionError):
+    """A ``diff --fail-on`` timing gate is malformed."""
+
+
 class ProfileError(StreamtapeError):
     """A replay profile is unknown or malformed."""
 

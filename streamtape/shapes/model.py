@@ -5,14 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import OptionError
+from ..errors import ShapeError  # noqa: F401 - re-exported
 
 KINDS = ("start", "text", "tool_call", "finish", "usage", "error", "done")
 REASONS = ("stop", "length", "tool_calls", "content_filter", "error", "other")
-
-
-class ShapeError(OptionError):
-    """An unknown shape name (``--shape``) or a shape that does not fit the stream's wire."""
 
 
 @dataclass(frozen=True, slots=True)
