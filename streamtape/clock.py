@@ -39,8 +39,9 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Callable
 
-__all__ = ["now_ns", "sleep_until", "sleep_until_sync"]
+__all__ = ["Timer", "call_at_ns", "now_ns", "sleep_until", "sleep_until_sync"]
 
 now_ns = time.perf_counter_ns
 
@@ -77,6 +78,51 @@ async def sleep_until(deadline_ns: int) -> None:
     fut = loop.create_future()
     _scheduler(loop).add(deadline_ns, fut)
     await fut
+
+
+class Timer:
+    """A pending :func:`call_at_ns` callback; :meth:`cancel` stops it."""
+
+    __slots__ = ("_callback", "_cancelled", "_loop")
+
+    def __init__(self, callback: Callable[[], object], loop: asyncio.AbstractEventLoop) -> None:
+        self._callback = callback
+        self._cancelled = False
+        self._loop = loop
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    done = cancelled  # the scheduler drops done entries
+
+    def _run(self) -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        try:
+            self._callback()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler(
+                {"message": "exception in a streamtape.clock callback", "exception": exc}
+            )
+
+
+def call_at_ns(deadline_ns: int, callback: Callable[[], object]) -> Timer:
+    """Call ``callback()`` on the running loop once ``perf_counter_ns() >= deadline_ns``.
+
+    The callback twin of :func:`sleep_until`, for drivers that step a state
+    machine instead of resuming a task (no future, no task switch per wait).
+    Callbacks due together run in deadline order, in the scheduler's turn.
+    """
+    loop = asyncio.get_running_loop()
+    timer = Timer(callback, loop)
+    _scheduler(loop).add(deadline_ns, timer)  # type: ignore[arg-type]
+    return timer
 
 
 # --------------------------------------------------------------------------- timerfd
@@ -211,9 +257,11 @@ class _Scheduler:
         heap = self._heap
         now = now_ns()
         while heap and heap[0][0] <= now:
-            _, _, fut = heapq.heappop(heap)
-            if not fut.done():
-                fut.set_result(None)
+            _, _, item = heapq.heappop(heap)
+            if item.__class__ is Timer:
+                item._run()  # type: ignore[attr-defined]
+            elif not item.done():
+                item.set_result(None)
         # Drop cancelled waits sitting at the top so they do not cause wake-ups.
         while heap and heap[0][2].done():
             heapq.heappop(heap)
@@ -262,20 +310,27 @@ class _TimerFdScheduler(_Scheduler):
             self._tfd.close()
             raise
         self._reading = False
+        self._rearmed = False
         weakref.finalize(loop, self._tfd.close)
 
     def _arm_coarse(self, at_ns: int) -> None:
-        self._tfd.arm(at_ns)
+        self._tfd.arm(at_ns)  # also resets the expiration count: the fd is not ready
+        self._rearmed = True
         if not self._reading:
             self._loop.add_reader(self._tfd.fd, self._on_ready)
             self._reading = True
 
     def _on_ready(self) -> None:
-        self._tfd.clear()
         if self._spinning:
+            self._tfd.clear()
             self._coarse_at = None
             return
+        self._rearmed = False
         self._tick()
+        if not self._rearmed:
+            # Not armed again (spinning now, or nothing waits): consume the
+            # expiration so the fd stops being ready. Re-arming already did.
+            self._tfd.clear()
 
     def _disarm(self) -> None:
         # The reader stays registered: an unarmed timerfd never becomes ready,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cassette import Interaction
-from .clock import now_ns, sleep_until
+from .clock import Timer, call_at_ns, now_ns, sleep_until
 from .errors import NoMatchError, OptionError, StreamtapeError
 
 __all__ = [
@@ -642,79 +642,61 @@ class ReplayServer:
             else:
                 writer.close()
             return "cut", 0, 0, False
-        total = sum(len(s.data) for s in steps if s.kind == "send")
-        body_length = total
         declared = _header(sched.headers, "content-length")
         if declared is not None and declared.isdigit():
             body_length = int(declared)  # the profile sets it (the recorded one when cut)
+        else:
+            body_length = sum(len(s.data) for s in steps if s.kind == "send")
         head, framing, keep = response_head(
             sched.status, sched.reason, sched.headers, sched.framing,
             body_length=body_length, keep_alive=keep_alive, method=req.method,
             chunked_ok=req.version != "HTTP/1.0",
         )
-        pieces = nbytes = 0
-        chunked = framing == "chunked"
-        write = transport.write
-        buffered = transport.get_write_buffer_size
-        closing = transport.is_closing
+        if framing == "none":  # HEAD, 204, 304: the head only, at the recorded times
+            steps = tuple(s for s in steps if s.kind != "send")
+        player = _Player(steps, t0, transport, framing == "chunked")
         try:
             await sleep_until(t0 + sched.head_at_ns)
-            if closing():
+            if transport.is_closing():
                 return "client_disconnected", 0, 0, False
-            write(head)
-            since_yield = 0
-            for step in steps:
-                due = t0 + step.at_ns
-                if due > now_ns():
-                    await sleep_until(due)
-                    since_yield = 0
-                elif since_yield >= 64:
+            transport.write(head)
+            while True:
+                why = await player.start()
+                if why == "drain":
+                    await writer.drain()
+                elif why == "yield":
                     # Instant replay of a long stream: let other streams run.
                     await asyncio.sleep(0)
-                    since_yield = 0
-                since_yield += 1
-                if closing():
-                    return "client_disconnected", pieces, nbytes, False
-                kind = step.kind
-                if kind == "send":
-                    data = step.data
-                    if not data or framing == "none":
-                        continue
-                    write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-                    pieces += 1
-                    nbytes += len(data)
-                    if buffered() > 65536:
-                        await writer.drain()
-                elif kind == "end":
-                    report("complete", pieces, nbytes)
-                    if framing == "chunked":
-                        transport.write(LAST_CHUNK)
-                    if framing == "close-delimited" or not keep:
-                        await self._flush(writer)
-                        writer.close()
-                        return "complete", pieces, nbytes, False
-                    await writer.drain()
-                    return "complete", pieces, nbytes, True
-                elif kind == "cut":
-                    await self._flush(writer)
-                    report("cut", pieces, nbytes)
-                    writer.close()
-                    return "cut", pieces, nbytes, False
-                elif kind == "reset":
-                    await self._flush(writer)
-                    report("reset", pieces, nbytes)
-                    _reset(transport)
-                    return "reset", pieces, nbytes, False
-            # A schedule without a final step: end it cleanly.
+                elif why == "closed":
+                    return "client_disconnected", player.pieces, player.nbytes, False
+                else:
+                    break
+            pieces, nbytes = player.pieces, player.nbytes
+            kind = steps[player.i].kind if player.i < len(steps) else "end"
+            if kind == "cut":
+                await self._flush(writer)
+                report("cut", pieces, nbytes)
+                writer.close()
+                return "cut", pieces, nbytes, False
+            if kind == "reset":
+                await self._flush(writer)
+                report("reset", pieces, nbytes)
+                _reset(transport)
+                return "reset", pieces, nbytes, False
             report("complete", pieces, nbytes)
             if framing == "chunked":
                 transport.write(LAST_CHUNK)
+            if framing == "close-delimited" or not keep:
+                await self._flush(writer)
+                writer.close()
+                return "complete", pieces, nbytes, False
             await writer.drain()
-            return "complete", pieces, nbytes, keep and framing != "close-delimited"
+            return "complete", pieces, nbytes, True
         except (ConnectionError, OSError):
-            return "client_disconnected", pieces, nbytes, False
+            return "client_disconnected", player.pieces, player.nbytes, False
         except asyncio.CancelledError:
-            report("interrupted", pieces, nbytes)  # the server is shutting down
+            player.cancel()
+            report("interrupted", player.pieces, player.nbytes)  # the server is shutting down
             raise
 
     @staticmethod
@@ -742,6 +724,74 @@ class ReplayServer:
         writer.write(simple_response(status, body, keep_alive=keep_alive))
         await writer.drain()
         return keep_alive
+
+
+class _Player:
+    """Writes the ``send`` steps of a schedule from clock callbacks.
+
+    Each piece is written by :func:`streamtape.clock.call_at_ns` at its
+    deadline, without a future or a task switch per piece. :meth:`start`
+    returns a future that says why the player stopped: ``"step"`` (the next
+    step is a due end/cut/reset), ``"steps"`` (no steps left), ``"drain"``
+    (the socket buffer is full), ``"yield"`` (64 pieces written back to back:
+    let other streams run) or ``"closed"`` (the client went away).
+    """
+
+    __slots__ = ("chunked", "fut", "i", "nbytes", "pieces", "steps", "t0", "timer", "transport")
+
+    def __init__(self, steps: Sequence[Any], t0: int, transport: asyncio.WriteTransport,
+                 chunked: bool) -> None:
+        self.steps = steps
+        self.t0 = t0
+        self.transport = transport
+        self.chunked = chunked
+        self.i = 0
+        self.pieces = 0
+        self.nbytes = 0
+        self.timer: Timer | None = None
+        self.fut: asyncio.Future[str] | None = None
+
+    def start(self) -> asyncio.Future[str]:
+        self.fut = asyncio.get_running_loop().create_future()
+        self.run()
+        return self.fut
+
+    def run(self) -> None:
+        self.timer = None
+        steps, t0, transport = self.steps, self.t0, self.transport
+        n = len(steps)
+        burst = 0
+        while self.i < n:
+            step = steps[self.i]
+            due = t0 + step.at_ns
+            if due > now_ns():
+                self.timer = call_at_ns(due, self.run)
+                return
+            if transport.is_closing():
+                return self._stop("closed")
+            if step.kind != "send":
+                return self._stop("step")
+            data = step.data
+            if data:
+                transport.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
+                self.pieces += 1
+                self.nbytes += len(data)
+            self.i += 1
+            if transport.get_write_buffer_size() > 65536:
+                return self._stop("drain")
+            burst += 1
+            if burst >= 64:
+                return self._stop("yield")
+        self._stop("steps")
+
+    def _stop(self, why: str) -> None:
+        if self.fut is not None and not self.fut.done():
+            self.fut.set_result(why)
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 def _reset(transport: asyncio.BaseTransport) -> None:
