@@ -170,3 +170,40 @@ def test_linux_uses_timerfd() -> None:
         return clock.backend()
 
     assert asyncio.run(main()) == "timerfd"
+
+
+async def test_call_at_ns_runs_callbacks_in_deadline_order_never_early() -> None:
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    fired: list[tuple[int, int]] = []
+    t0 = now() + 2 * MS
+    offsets = [3, 1, 4, 0, 2]
+
+    def cb(i: int) -> None:
+        fired.append((i, now() - (t0 + offsets[i] * MS)))
+        if len(fired) == len(offsets) - 1:
+            done.set_result(None)
+
+    timers = [clock.call_at_ns(t0 + off * MS, lambda i=i: cb(i)) for i, off in enumerate(offsets)]
+    timers[2].cancel()  # offset 4: never runs
+    await asyncio.wait_for(done, 5)
+    await sleep_until(t0 + 6 * MS)
+    assert [offsets[i] for i, _ in fired] == [0, 1, 2, 3]
+    assert all(late >= 0 for _, late in fired)
+
+
+async def test_a_failing_callback_is_reported_and_does_not_stop_the_others() -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    ran = []
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    t0 = now() + MS
+    clock.call_at_ns(t0, boom)
+    clock.call_at_ns(t0, lambda: ran.append(True))
+    await sleep_until(t0 + 2 * MS)
+    assert ran == [True]
+    assert isinstance(errors[0]["exception"], RuntimeError)
