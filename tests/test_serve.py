@@ -445,6 +445,23 @@ async def test_async_use_and_close_with_streams_in_flight() -> None:
     assert not srv._conns
 
 
+def test_folder_of_cassettes_ignore_field_and_strict(tmp_path: Path, lines: list[str]) -> None:
+    folder = tmp_path / "tapes"
+    folder.mkdir()
+    streamtape.save(folder / "a.tape", [chat_ix(1, body={**CHAT_BODY, "user": "u1"})])
+    streamtape.save(folder / "b.tape", [chat_ix(1, body={**CHAT_BODY, "model": "b"})])
+    with ReplayServer([folder], profile="instant", ignore_fields=["user"], strict=True,
+                      log=lines.append) as srv, httpx.Client(base_url=srv.url) as client:
+        # "user" differs from the recording but is ignored.
+        first = client.post("/v1/chat/completions", json={**CHAT_BODY, "user": "someone-else"})
+        assert first.status_code == 200 and first.text == "".join(e.decode() for e in EVENTS)
+        assert client.post("/v1/chat/completions", json={**CHAT_BODY, "model": "b"}).status_code == 200
+        # strict: the one recording of the first request is used up.
+        again = client.post("/v1/chat/completions", json={**CHAT_BODY, "user": "x"})
+        assert again.status_code == 404 and "already used" in again.json()["error"]["message"]
+    assert "interaction 0 of a.tape" in lines[0] and "interaction 0 of b.tape" in lines[1]
+
+
 # --------------------------------------------------------------------------- CLI
 
 
