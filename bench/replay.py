@@ -25,7 +25,8 @@ Figures (targets from issue 4):
 3. instant-mode throughput in pieces/s (4 connections at once), against the
    minimal server (target within 1.5x); 6. the same in-process
    (``AsyncReplayTransport`` against httpx's ``MockTransport`` yielding the
-   same pieces);
+   same pieces); 7. faithful timing through ``streamtape serve --proxy``
+   against the server direct;
 4. memory per concurrent stream (server RSS while N streams are open,
    minus idle RSS, over N);
 5. capacity: the most concurrent realtime streams whose p99 gap error stays
@@ -193,6 +194,18 @@ class Server:
 
     def __init__(self, kind: str, tape: Path, profile: str) -> None:
         self.kind = kind
+        self.request = REQUEST
+        if kind == "proxy":  # streamtape serve --proxy (mitmproxy in front of the replay server)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
+                 "--profile", profile, str(tape)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            )
+            assert self.proc.stderr is not None
+            first = self.proc.stderr.readline()
+            self.port = int(first.split("replay proxy on 127.0.0.1:")[1].split()[0])
+            self.request = PROXY_REQUEST
+            return
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--child", kind, "--tape", str(tape), "--profile", profile],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -232,13 +245,16 @@ REQUEST = (
     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
     % (len(REQUEST_BODY), REQUEST_BODY)
 )
+PROXY_REQUEST = REQUEST.replace(b"POST /v1/", b"POST http://bench.test/v1/", 1)
 
 
 class Stream(asyncio.Protocol):
     """One request; records the arrival time of every chunk (the recv that completed it)."""
 
-    def __init__(self, done: asyncio.Future[None], count_only: bool = False) -> None:
+    def __init__(self, done: asyncio.Future[None], count_only: bool = False,
+                 request: bytes = REQUEST) -> None:
         self.done = done
+        self.request = request
         self.buf = bytearray()
         self.in_body = False
         self.arrivals: list[int] = []
@@ -249,7 +265,7 @@ class Stream(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
         self.sent_at = time.perf_counter_ns()
-        transport.write(REQUEST)  # type: ignore[attr-defined]
+        transport.write(self.request)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter_ns()
@@ -322,7 +338,7 @@ async def timed_run(server: Server, offsets: list[int], streams: int, stagger_s:
     async def one(delay: float) -> None:
         await asyncio.sleep(delay)
         done = loop.create_future()
-        proto = Stream(done)
+        proto = Stream(done, request=server.request)
         protos.append(proto)
         futs.append(done)
         await loop.create_connection(lambda: proto, "127.0.0.1", server.port)
@@ -418,6 +434,8 @@ async def bench(args: argparse.Namespace) -> None:
         await throughput_section(args, tmp)
     if 6 in args.sections:
         await inprocess_section(args, tmp)
+    if 7 in args.sections:
+        await proxy_section(args, tape, offsets)
     if 4 in args.sections:
         await memory_section(args, tape, offsets)
     if 5 in args.sections:
@@ -542,6 +560,24 @@ async def inprocess_section(args: argparse.Namespace, tmp: Path) -> None:
     print("", flush=True)
 
 
+async def proxy_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:
+    """Faithful timing through ``streamtape serve --proxy`` against the server direct."""
+    print("7. faithful timing through the proxy (streamtape serve --proxy), |gap error| (ms)",
+          flush=True)
+    line("", "direct med", "direct p99", "proxy med", "proxy p99")
+    for n in (1, 50):
+        row = []
+        for kind in ("streamtape", "proxy"):
+            with Server(kind, tape, "faithful") as srv:
+                await timed_run(srv, offsets[:10], 1, 0)
+                errs: list[int] = []
+                for _ in range(3 if n == 1 else 1):
+                    errs += (await timed_run(srv, offsets, n, 1.0 if n > 1 else 0)).gap_errors
+            row += [ms(statistics.median(errs)), ms(pct(errs, 99))]
+        line(f"{n} stream{'s' if n > 1 else ''}", *row)
+    print("", flush=True)
+
+
 async def memory_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:
     print(f"4. memory: server RSS with {args.held} streams open (recorded gaps, mid-stream)",
           flush=True)
@@ -591,7 +627,7 @@ def main() -> None:
     ap.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")],
                     default=[500, 1000, 1500, 2000])
     ap.add_argument("--sections", type=lambda s: {int(x) for x in s.split(",")},
-                    default={1, 2, 3, 4, 5, 6}, help="which figures, e.g. 1,3")
+                    default={1, 2, 3, 4, 5, 6, 7}, help="which figures, e.g. 1,3")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--tape", help=argparse.SUPPRESS)
     ap.add_argument("--profile", default="faithful", help=argparse.SUPPRESS)
