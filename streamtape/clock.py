@@ -222,7 +222,8 @@ class _Scheduler:
     window_ns = 100_000_000
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Weak: the scheduler lives in a WeakKeyDictionary keyed by its loop.
+        self._loop_ref = weakref.ref(loop)
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
         self._coarse_at: int | None = None  # deadline the coarse wake-up is set for
@@ -231,6 +232,12 @@ class _Scheduler:
         self._spin_since: int | None = None
         self._spun = 0
         self._window_start = now_ns()
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop_ref()
+        assert loop is not None, "the event loop is gone"
+        return loop
 
     def add(self, deadline_ns: int, fut: asyncio.Future[None]) -> None:
         heapq.heappush(self._heap, (deadline_ns, next(self._seq), fut))

@@ -207,3 +207,22 @@ async def test_a_failing_callback_is_reported_and_does_not_stop_the_others() -> 
     await sleep_until(t0 + 2 * MS)
     assert ran == [True]
     assert isinstance(errors[0]["exception"], RuntimeError)
+
+
+def test_a_finished_event_loop_leaves_no_timer_file_descriptor_behind() -> None:
+    import gc
+    import os
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+    async def main() -> None:
+        await sleep_until(now() + MS // 10)
+
+    asyncio.run(main())  # the first loop may set up process-wide state
+    gc.collect()
+    before = fds()
+    for _ in range(20):
+        asyncio.run(main())
+    gc.collect()
+    assert fds() - before < 3
