@@ -27,9 +27,12 @@ Rules the drivers can rely on:
 - Faults apply in a fixed order whatever the order of the items: status
   (replaces everything else), drop-done, the earliest of cut / reset /
   cut-event / error-event, stall, keepalive, slow-headers.
-- A recording that did not end cleanly (upstream_closed, client_disconnected,
-  upstream_error, interrupted) ends with a ``cut`` at its recorded end: the
-  cut is part of what was recorded. A recording with no response head
+- A recording whose upstream failed (upstream_closed, upstream_error) or that
+  stopped before the response did (interrupted) ends with a ``cut`` at its
+  recorded end: the cut is part of what was recorded. One whose *client*
+  disconnected ends cleanly: the upstream never failed, and SDKs routinely
+  hang up right after ``[DONE]``, before the server's terminating chunk
+  arrives, so such recordings are usually complete answers. A recording with no response head
   replays as :attr:`Schedule.status` 0 (send no head) and a cut.
 """
 
@@ -46,6 +49,7 @@ from typing import Any
 
 from .cassette import (
     CHUNKED,
+    CLIENT_DISCONNECTED,
     CLOSE_DELIMITED,
     COMPLETE,
     CONTENT_LENGTH,
@@ -570,7 +574,7 @@ class _Scheduler:
             p.at = max(t, head)
         end = max(end, pieces[-1].at if pieces else head, head)
 
-        terminal = END if ix.outcome == COMPLETE else CUT
+        terminal = END if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED) else CUT
         terminal_offset = len(self.body)
         extra: list[_Piece] = []
 

@@ -498,12 +498,21 @@ def test_slow_headers_delays_the_head_and_everything_after_it():
 
 
 def test_a_recording_whose_upstream_closed_early_replays_with_a_cut_at_its_recorded_end():
-    for outcome in ("upstream_closed", "client_disconnected", "interrupted", "upstream_error"):
+    for outcome in ("upstream_closed", "interrupted", "upstream_error"):
         ix = chat(["a", "b"], done=False, outcome=outcome, end_ns=900 * MS)
         s = sched("faithful", ix)
         assert s.steps[-1] == Step(900 * MS, "cut"), outcome
         assert s.body == ix.response.body
         assert sched("instant", ix).ending == "cut"
+
+
+def test_a_recording_whose_client_hung_up_replays_with_a_clean_end():
+    # The openai SDK closes the connection at [DONE], often before the server's
+    # terminating chunk: the upstream did not fail, so replay does not cut.
+    ix = chat(["a", "b"], outcome="client_disconnected", end_ns=900 * MS)
+    s = sched("faithful", ix)
+    assert s.steps[-1] == Step(900 * MS, "end")
+    assert s.body == ix.response.body
 
 
 def test_a_recording_without_a_response_head_replays_as_no_head_then_a_cut():

@@ -44,7 +44,10 @@ def test_openai_sdk_stream_from_llama_server_is_recorded_exactly(llama_slow: str
         rec.wait_lines(2)
     assert b"sk-llama-test-secret" not in out.read_bytes()
     chat, comp = streamtape.load(out)
-    assert chat.outcome == comp.outcome == "complete"
+    # The openai SDK hangs up at [DONE]; when that beats llama-server's
+    # terminating chunk to the proxy, mitmproxy reports the client leaving.
+    assert chat.outcome in ("complete", "client_disconnected"), chat.error
+    assert comp.outcome == "complete"
     assert chat.response.header("server") == "llama.cpp"
     assert chat.response.framing == "chunked"
     a = analyze(chat)
