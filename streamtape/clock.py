@@ -1,27 +1,31 @@
 """Precise waits against absolute ``time.perf_counter_ns()`` deadlines.
 
+    await sleep_until(deadline_ns)        # a task waits
+    sleep_until_sync(deadline_ns)         # a thread waits
+    timer = call_at_ns(deadline_ns, fn)   # a callback runs (drivers stepping a state machine)
+
 asyncio's own timers cannot be trusted below a millisecond: on Linux the
 selector rounds its wait up to whole milliseconds, so ``asyncio.sleep`` wakes
 anywhere up to 1 ms late. Replay needs each recorded gap to land within a few
-hundred microseconds, and thousands of streams must wait at once without
+hundred microseconds, and a thousand streams must wait at once without
 burning a core each.
 
 The approach: **one scheduler per event loop**, a heap of
-``(deadline, future)`` and a single Linux ``timerfd`` armed (absolute,
-``CLOCK_MONOTONIC``, the clock ``perf_counter_ns`` reads on Linux) at the
-earliest deadline and registered with the loop's selector. The kernel wakes
-the selector at the deadline with nanosecond resolution; the scheduler then
-resolves every future that is due, in deadline order, and re-arms for the
-next one. No thread, no spinning, one file descriptor per loop, O(log n) per
-wait, however many streams are waiting.
+``(deadline, future-or-callback)`` and a single Linux ``timerfd`` armed
+(absolute, ``CLOCK_MONOTONIC``, the clock ``perf_counter_ns`` reads on Linux)
+at the earliest deadline and registered with the loop's selector. The kernel
+wakes the selector with nanosecond resolution; the scheduler then releases
+every wait that is due, in deadline order, and re-arms for the next one. No
+thread, one file descriptor per loop, O(log n) per wait, however many
+streams are waiting.
 
 The timerfd is aimed a little (up to 0.3 ms) before the deadline and the
 scheduler spins the rest with ``call_soon`` turns, other tasks running in
 between: on a virtual machine the wake-up path alone costs 0.1-0.3 ms, and a
-warm spin takes it out. The spin is on a CPU budget (10 %), so a thousand
-streams do not turn it into a busy loop. Where ``timerfd`` is not available (not Linux, or a loop
-without ``add_reader``) the coarse wake-up is the loop's own timer aimed
-1.5 ms early; the spin is the same, still one spinner per loop.
+warm spin takes it out. The spin is on a CPU budget (10 % of the time), so
+a thousand streams do not turn it into a busy loop. Where ``timerfd`` is not
+available (not Linux, or a loop without ``add_reader``) the coarse wake-up is
+the loop's own timer aimed 1.5 ms early, and the spin does the rest.
 
 Because every deadline is absolute, a long stream accumulates no error: a
 late wake-up for one piece does not push back the next.
