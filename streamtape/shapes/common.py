@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .model import Event, WireEvent
@@ -45,3 +46,22 @@ def error_event(w: WireEvent) -> Event | None:
 
 def done_event(w: WireEvent) -> Event:
     return Event(w.at_ns, "done", source=w.index)
+
+
+def objects(wires: Iterable[WireEvent], out: list[Event]) -> Iterator[tuple[WireEvent, dict[str, Any]]]:
+    """The JSON-object events of a stream, for a normalizer's own fields.
+
+    The parts every format shares are handled here: a done marker
+    (``data: [DONE]``) and an error object become events in ``out``, and
+    anything that is not a JSON object is skipped.
+    """
+    for w in wires:
+        if w.done:
+            out.append(done_event(w))
+            continue
+        err = error_event(w)
+        if err is not None:
+            out.append(err)
+            continue
+        if isinstance(w.value, dict):
+            yield w, w.value

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .common import as_int, as_str, done_event, error_event, ms_to_ns
+from .common import as_int, as_str, ms_to_ns, objects
 from .model import Event, WireEvent
 
 STOP_TYPES = {"eos": "stop", "word": "stop", "limit": "length", "none": "other"}
@@ -26,18 +26,8 @@ def _reason(v: dict) -> tuple[str, str | None]:
 
 def normalize(wires: Sequence[WireEvent]) -> list[Event]:
     out: list[Event] = []
-    for w in wires:
+    for w, v in objects(wires, out):
         at, src = w.at_ns, w.index
-        if w.done:
-            out.append(done_event(w))
-            continue
-        err = error_event(w)
-        if err is not None:
-            out.append(err)
-            continue
-        v = w.value
-        if not isinstance(v, dict):
-            continue
         content = as_str(v.get("content"))
         if content:
             out.append(Event(at, "text", text=content, source=src))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .common import as_int, as_str, error_event
+from .common import as_int, as_str, objects
 from .model import Event, WireEvent
 
 REASONS = {"stop": "stop", "length": "length"}
@@ -16,15 +16,8 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
     out: list[Event] = []
     started = False
     n_calls = 0
-    for w in wires:
+    for w, v in objects(wires, out):
         at, src = w.at_ns, w.index
-        err = error_event(w)
-        if err is not None:
-            out.append(err)
-            continue
-        v = w.value
-        if not isinstance(v, dict):
-            continue
         msg = v.get("message")
         if isinstance(msg, dict):
             role = as_str(msg.get("role"))

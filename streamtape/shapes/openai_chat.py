@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .common import as_int, as_str, done_event, error_event
+from .common import as_int, as_str, objects
 from .model import Event, WireEvent
 
 REASONS = {
@@ -36,17 +36,7 @@ def usage_event(w: WireEvent, usage: object) -> Event | None:
 
 def normalize(wires: Sequence[WireEvent]) -> list[Event]:
     out: list[Event] = []
-    for w in wires:
-        if w.done:
-            out.append(done_event(w))
-            continue
-        err = error_event(w)
-        if err is not None:
-            out.append(err)
-            continue
-        v = w.value
-        if not isinstance(v, dict):
-            continue
+    for w, v in objects(wires, out):
         choices = v.get("choices")
         for ch in choices if isinstance(choices, list) else ():
             if not isinstance(ch, dict):

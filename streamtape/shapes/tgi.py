@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .common import as_int, as_str, done_event, error_event
+from .common import as_int, as_str, objects
 from .model import Event, WireEvent
 
 REASONS = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
@@ -13,18 +13,8 @@ REASONS = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
 
 def normalize(wires: Sequence[WireEvent]) -> list[Event]:
     out: list[Event] = []
-    for w in wires:
+    for w, v in objects(wires, out):
         at, src = w.at_ns, w.index
-        if w.done:
-            out.append(done_event(w))
-            continue
-        err = error_event(w)
-        if err is not None:
-            out.append(err)
-            continue
-        v = w.value
-        if not isinstance(v, dict):
-            continue
         tok = v.get("token")
         if isinstance(tok, dict):
             text = as_str(tok.get("text"))
