@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .sse import feed_all
+
 _loads = json.loads
 
 
@@ -89,12 +91,5 @@ class NDJSONParser:
 
 
 def parse_ndjson(pieces: list[tuple[int, bytes]] | list[bytes]) -> list[NDJSONLine]:
-    p = NDJSONParser()
-    out: list[NDJSONLine] = []
-    for piece in pieces:
-        if isinstance(piece, bytes | bytearray):
-            out.extend(p.feed(bytes(piece)))
-        else:
-            out.extend(p.feed(piece[1], piece[0]))
-    out.extend(p.close())
-    return out
+    """Parse a whole stream given as ``(at_ns, bytes)`` pieces or plain byte pieces."""
+    return feed_all(NDJSONParser(), pieces)

@@ -27,6 +27,9 @@ CRLF that ends an item is split across two pieces, ``end`` stops before the LF.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+T = TypeVar("T", covariant=True)
 
 BOM = b"\xef\xbb\xbf"
 
@@ -303,14 +306,23 @@ class SSEParser:
         return []
 
 
-def parse_sse(pieces: list[tuple[int, bytes]] | list[bytes]) -> list[SSEItem]:
-    """Parse a whole stream given as ``(at_ns, bytes)`` pieces or plain byte pieces."""
-    p = SSEParser()
-    out: list[SSEItem] = []
+class _Incremental(Protocol[T]):
+    def feed(self, data: bytes, at_ns: int = 0) -> list[T]: ...
+    def close(self) -> list[T]: ...
+
+
+def feed_all(parser: _Incremental[T], pieces: list[tuple[int, bytes]] | list[bytes]) -> list[T]:
+    """Feed a whole stream, as ``(at_ns, bytes)`` pieces or plain byte pieces, then close."""
+    out: list[T] = []
     for piece in pieces:
         if isinstance(piece, bytes | bytearray):
-            out.extend(p.feed(bytes(piece)))
+            out.extend(parser.feed(bytes(piece)))
         else:
-            out.extend(p.feed(piece[1], piece[0]))
-    out.extend(p.close())
+            out.extend(parser.feed(piece[1], piece[0]))
+    out.extend(parser.close())
     return out
+
+
+def parse_sse(pieces: list[tuple[int, bytes]] | list[bytes]) -> list[SSEItem]:
+    """Parse a whole stream given as ``(at_ns, bytes)`` pieces or plain byte pieces."""
+    return feed_all(SSEParser(), pieces)
