@@ -103,6 +103,8 @@ def child_streamtape(tape: str, profile: str) -> None:
 
     if os.environ.get("BENCH_LEAD_NS"):  # experiment: a fixed spin lead
         clock._Scheduler.max_lead_ns = int(os.environ["BENCH_LEAD_NS"])
+    if os.environ.get("BENCH_MIN_LEAD_NS"):  # experiment: the smallest spin lead
+        clock._Scheduler.min_lead_ns = int(os.environ["BENCH_MIN_LEAD_NS"])
     if os.environ.get("BENCH_ASYNCIO_SLEEP"):  # experiment: streamtape on asyncio's timers
         from streamtape import serve
 
@@ -449,7 +451,8 @@ async def timing_section(args: argparse.Namespace, tape: Path, offsets: list[int
           "over 1 s;", flush=True)
     print(f"   the single stream is played {args.single_runs} times in a row "
           f"({args.single_runs * (len(offsets) - 1)} gaps)", flush=True)
-    line("", "streamtape med", "streamtape p99", "asyncio med", "asyncio p99", "p99 ratio")
+    line("", "streamtape med", "streamtape p99", "asyncio med", "asyncio p99",
+         "p99 asyncio/ours")
     results: dict[tuple[str, int], Run] = {}
     for n in (1, args.concurrent):
         row = []
