@@ -487,7 +487,7 @@ class ReplayServer:
                     break
                 if req is None:
                     break
-                keep = await self._respond(req, writer)
+                keep = await self._respond(req, reader, writer)
                 if not keep:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
@@ -521,7 +521,8 @@ class ReplayServer:
             self._profiles[text] = prof
         return prof
 
-    async def _respond(self, req: _Req, writer: asyncio.StreamWriter) -> bool:
+    async def _respond(self, req: _Req, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> bool:
         t0 = time.perf_counter_ns()
         self._count += 1
         number = self._count
@@ -584,7 +585,7 @@ class ReplayServer:
                  outcome=outcome, pieces=pieces, bytes=nbytes,
                  duration_ns=time.perf_counter_ns() - t0)
 
-        outcome, pieces, nbytes, keep = await self._play(sched, req, writer, t0, keep_alive,
+        outcome, pieces, nbytes, keep = await self._play(sched, req, reader, writer, t0, keep_alive,
                                                          report)
         report(outcome, pieces, nbytes)
         return keep
@@ -627,7 +628,8 @@ class ReplayServer:
         return f"http://{host}{req.target}"
 
     async def _play(
-        self, sched: Any, req: _Req, writer: asyncio.StreamWriter, t0: int, keep_alive: bool,
+        self, sched: Any, req: _Req, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        t0: int, keep_alive: bool,
         report: Callable[[str, int, int], None],
     ) -> tuple[str, int, int, bool]:
         """Run one schedule on the socket. Returns (outcome, pieces, bytes, keep connection)."""
@@ -654,7 +656,7 @@ class ReplayServer:
         )
         if framing == "none":  # HEAD, 204, 304: the head only, at the recorded times
             steps = tuple(s for s in steps if s.kind != "send")
-        player = _Player(steps, t0, transport, framing == "chunked")
+        player = _Player(steps, t0, transport, framing == "chunked", reader)
         try:
             await sleep_until(t0 + sched.head_at_ns)
             if transport.is_closing():
@@ -726,6 +728,10 @@ class ReplayServer:
         return keep_alive
 
 
+_WATCH_AFTER_NS = 1_000_000_000
+_WATCH_EVERY_NS = 200_000_000
+
+
 class _Player:
     """Writes the ``send`` steps of a schedule from clock callbacks.
 
@@ -737,11 +743,13 @@ class _Player:
     let other streams run) or ``"closed"`` (the client went away).
     """
 
-    __slots__ = ("chunked", "fut", "i", "nbytes", "pieces", "steps", "t0", "timer", "transport")
+    __slots__ = ("chunked", "fut", "i", "nbytes", "pieces", "reader", "steps", "t0", "timer",
+                 "transport")
 
     def __init__(self, steps: Sequence[Any], t0: int, transport: asyncio.WriteTransport,
-                 chunked: bool) -> None:
+                 chunked: bool, reader: asyncio.StreamReader | None = None) -> None:
         self.steps = steps
+        self.reader = reader
         self.t0 = t0
         self.transport = transport
         self.chunked = chunked
@@ -764,7 +772,14 @@ class _Player:
         while self.i < n:
             step = steps[self.i]
             due = t0 + step.at_ns
-            if due > now_ns():
+            now = now_ns()
+            if due > now:
+                if due - now > _WATCH_AFTER_NS:
+                    # A long silence (a stall): look in on the client now and then, so
+                    # one that gave up (read timeout) is noticed now, not when it ends.
+                    if transport.is_closing() or (self.reader and self.reader.at_eof()):
+                        return self._stop("closed")
+                    due = now + _WATCH_EVERY_NS
                 self.timer = call_at_ns(due, self.run)
                 return
             if transport.is_closing():

@@ -331,6 +331,19 @@ def test_stall_sends_nothing_for_its_duration(served: ReplayServer) -> None:
     assert times[2] - times[1] >= 290 * MS
 
 
+def test_client_that_times_out_in_a_stall_is_noticed_during_the_stall(
+    served: ReplayServer, lines: list[str]
+) -> None:
+    start = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(5, read=0.3)) as c:
+        c.post(served.url + "/v1/chat/completions", json=CHAT_BODY,
+               headers={"X-Streamtape-Profile": "instant;fault=stall:3:30"})
+    while not lines and time.monotonic() - start < 5:
+        time.sleep(0.02)
+    assert lines and "outcome=client_disconnected" in lines[-1], lines
+    assert time.monotonic() - start < 5  # not after the 30 s stall
+
+
 def test_status_fault_answers_an_error_body_before_streaming(served: ReplayServer) -> None:
     r = httpx.post(served.url + "/v1/chat/completions", json=CHAT_BODY,
                    headers={"X-Streamtape-Profile": "instant;fault=status:429"})
