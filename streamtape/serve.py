@@ -358,6 +358,7 @@ class ReplayServer:
         self._conns: set[_Conn] = set()
         self._profiles: dict[str, Any] = {}
         self._schedules: dict[tuple[int, int, int], tuple[Any, Interaction, Any]] = {}
+        self._prepared: dict[tuple[int, str], tuple[Any, _Prepared]] = {}
         self._count = 0
         self.stats = _Stats()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -607,6 +608,18 @@ class ReplayServer:
         self._schedules[key] = (profile, ix, sched)
         return sched
 
+    def _prepare(self, sched: Any, framing: str) -> _Prepared:
+        """The schedule framed for the wire, once per (schedule, framing)."""
+        key = (id(sched), framing)
+        hit = self._prepared.get(key)
+        if hit is not None and hit[0] is sched:
+            return hit[1]
+        prepared = _Prepared.of(sched.steps, framing)
+        if len(self._prepared) >= 256:
+            self._prepared.pop(next(iter(self._prepared)))
+        self._prepared[key] = (sched, prepared)
+        return prepared
+
     def _direct(self, req: _Req) -> int | None:
         """The interaction named by ``X-Streamtape-Replay: TOKEN:INDEX`` (the proxy addon,
         which matched already), or None."""
@@ -654,9 +667,8 @@ class ReplayServer:
             body_length=body_length, keep_alive=keep_alive, method=req.method,
             chunked_ok=req.version != "HTTP/1.0",
         )
-        if framing == "none":  # HEAD, 204, 304: the head only, at the recorded times
-            steps = tuple(s for s in steps if s.kind != "send")
-        player = _Player(steps, t0, transport, framing == "chunked", reader)
+        prepared = self._prepare(sched, framing)
+        player = _Player(prepared, t0, transport, reader)
         try:
             await sleep_until(t0 + sched.head_at_ns)
             if transport.is_closing():
@@ -670,11 +682,11 @@ class ReplayServer:
                     # Instant replay of a long stream: let other streams run.
                     await asyncio.sleep(0)
                 elif why == "closed":
-                    return "client_disconnected", player.pieces, player.nbytes, False
+                    return "client_disconnected", player.pieces, player.byte_count(prepared), False
                 else:
                     break
-            pieces, nbytes = player.pieces, player.nbytes
-            kind = steps[player.i].kind if player.i < len(steps) else "end"
+            pieces, nbytes = player.pieces, player.byte_count(prepared)
+            kind = prepared.kinds[player.i] if player.i < len(prepared.kinds) else "end"
             if kind == "cut":
                 await self._flush(writer)
                 report("cut", pieces, nbytes)
@@ -695,10 +707,11 @@ class ReplayServer:
             await writer.drain()
             return "complete", pieces, nbytes, True
         except (ConnectionError, OSError):
-            return "client_disconnected", player.pieces, player.nbytes, False
+            return "client_disconnected", player.pieces, player.byte_count(prepared), False
         except asyncio.CancelledError:
             player.cancel()
-            report("interrupted", player.pieces, player.nbytes)  # the server is shutting down
+            # the server is shutting down
+            report("interrupted", player.pieces, player.byte_count(prepared))
             raise
 
     @staticmethod
@@ -728,6 +741,7 @@ class ReplayServer:
         return keep_alive
 
 
+_BURST = 64  # pieces written back to back before other streams get a turn
 _WATCH_AFTER_NS = 1_000_000_000
 _WATCH_EVERY_NS = 200_000_000
 
@@ -739,23 +753,24 @@ class _Player:
     deadline, without a future or a task switch per piece. :meth:`start`
     returns a future that says why the player stopped: ``"step"`` (the next
     step is a due end/cut/reset), ``"steps"`` (no steps left), ``"drain"``
-    (the socket buffer is full), ``"yield"`` (64 pieces written back to back:
-    let other streams run) or ``"closed"`` (the client went away).
+    (the socket buffer is full), ``"yield"`` (many pieces written back to
+    back: let other streams run) or ``"closed"`` (the client went away).
+
+    ``wire`` holds each step's bytes as they go on the wire (the HTTP chunk
+    for chunked framing; empty for non-send steps), prepared once per schedule.
     """
 
-    __slots__ = ("chunked", "fut", "i", "nbytes", "pieces", "reader", "steps", "t0", "timer",
-                 "transport")
+    __slots__ = ("fut", "i", "kinds", "offsets", "pieces", "reader", "t0", "timer",
+                 "transport", "wire")
 
-    def __init__(self, steps: Sequence[Any], t0: int, transport: asyncio.WriteTransport,
-                 chunked: bool, reader: asyncio.StreamReader | None = None) -> None:
-        self.steps = steps
+    def __init__(self, prepared: _Prepared, t0: int, transport: asyncio.WriteTransport,
+                 reader: asyncio.StreamReader | None = None) -> None:
+        self.offsets, self.kinds, self.wire = prepared.offsets, prepared.kinds, prepared.wire
         self.reader = reader
         self.t0 = t0
         self.transport = transport
-        self.chunked = chunked
         self.i = 0
         self.pieces = 0
-        self.nbytes = 0
         self.timer: Timer | None = None
         self.fut: asyncio.Future[str] | None = None
 
@@ -766,38 +781,51 @@ class _Player:
 
     def run(self) -> None:
         self.timer = None
-        steps, t0, transport = self.steps, self.t0, self.transport
-        n = len(steps)
+        offsets, kinds, wire, t0 = self.offsets, self.kinds, self.wire, self.t0
+        transport = self.transport
+        write, closing = transport.write, transport.is_closing
+        n = len(offsets)
+        i = self.i
+        now = now_ns()
         burst = 0
-        while self.i < n:
-            step = steps[self.i]
-            due = t0 + step.at_ns
-            now = now_ns()
-            if due > now:
-                if due - now > _WATCH_AFTER_NS:
-                    # A long silence (a stall): look in on the client now and then, so
-                    # one that gave up (read timeout) is noticed now, not when it ends.
-                    if transport.is_closing() or (self.reader and self.reader.at_eof()):
-                        return self._stop("closed")
-                    due = now + _WATCH_EVERY_NS
-                self.timer = call_at_ns(due, self.run)
-                return
-            if transport.is_closing():
-                return self._stop("closed")
-            if step.kind != "send":
-                return self._stop("step")
-            data = step.data
-            if data:
-                transport.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
-                self.pieces += 1
-                self.nbytes += len(data)
-            self.i += 1
+        try:
+            while i < n:
+                due = t0 + offsets[i]
+                if due > now:
+                    now = now_ns()
+                    if due > now:
+                        if due - now > _WATCH_AFTER_NS:
+                            # A long silence (a stall): look in on the client now and then,
+                            # so one that gave up (read timeout) is noticed at once.
+                            if closing() or (self.reader and self.reader.at_eof()):
+                                return self._stop("closed")
+                            due = now + _WATCH_EVERY_NS
+                        self.timer = call_at_ns(due, self.run)
+                        return
+                if closing():
+                    return self._stop("closed")
+                if kinds[i] != "send":
+                    return self._stop("step")
+                data = wire[i]
+                i += 1
+                if data:
+                    write(data)
+                    self.pieces += 1
+                burst += 1
+                if not burst & 15:
+                    if transport.get_write_buffer_size() > 65536:
+                        return self._stop("drain")
+                    if burst >= _BURST:
+                        return self._stop("yield")
             if transport.get_write_buffer_size() > 65536:
                 return self._stop("drain")
-            burst += 1
-            if burst >= 64:
-                return self._stop("yield")
-        self._stop("steps")
+            self._stop("steps")
+        finally:
+            self.i = i
+
+    def byte_count(self, prepared: _Prepared) -> int:
+        """Body bytes written so far."""
+        return sum(prepared.body_sizes[: self.i])
 
     def _stop(self, why: str) -> None:
         if self.fut is not None and not self.fut.done():
@@ -807,6 +835,32 @@ class _Player:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A schedule's steps as parallel tuples, with each piece framed for the wire."""
+
+    offsets: tuple[int, ...]
+    kinds: tuple[str, ...]
+    wire: tuple[bytes, ...]
+    body_sizes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, steps: Sequence[Any], framing: str) -> _Prepared:
+        offsets = tuple(s.at_ns for s in steps)
+        kinds = tuple(s.kind for s in steps)
+        if framing == "none":  # HEAD, 204, 304: the head only, at the recorded times
+            wire = tuple(b"" for _ in steps)
+        elif framing == "chunked":
+            wire = tuple(
+                b"%x\r\n%s\r\n" % (len(s.data), s.data) if s.kind == "send" and s.data else b""
+                for s in steps
+            )
+        else:
+            wire = tuple(s.data if s.kind == "send" else b"" for s in steps)
+        sizes = tuple(len(s.data) if s.kind == "send" and framing != "none" else 0 for s in steps)
+        return cls(offsets, kinds, wire, sizes)
 
 
 def _reset(transport: asyncio.BaseTransport) -> None:
