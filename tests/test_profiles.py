@@ -621,14 +621,6 @@ def test_the_syntax_text_mentions_every_chunking_latency_and_fault():
 # --------------------------------------------------------------------------
 # Faults that speak the format's own error shape (streamtape.shapes.error_event / error_body)
 
-shapes = pytest.importorskip("streamtape.shapes")
-needs_error_shapes = pytest.mark.skipif(
-    not (hasattr(shapes, "error_event") and hasattr(shapes, "error_body")),
-    reason="streamtape.shapes.error_event / error_body not landed yet",
-)
-
-
-@needs_error_shapes
 def test_error_event_sends_an_error_in_the_formats_shape_after_event_n_then_ends():
     from streamtape.profiles import ERROR_MESSAGE
     from streamtape.shapes import analyze, error_event
@@ -648,7 +640,6 @@ def test_error_event_sends_an_error_in_the_formats_shape_after_event_n_then_ends
     assert s2.body.endswith(error_event("ollama-chat", ERROR_MESSAGE))
 
 
-@needs_error_shapes
 @pytest.mark.parametrize(("code", "retry"), [(429, "1"), (503, "1"), (500, None), (400, None)])
 def test_status_fails_before_streaming_with_an_error_body_in_the_formats_shape(code, retry):
     from streamtape.shapes import error_body
@@ -663,7 +654,6 @@ def test_status_fails_before_streaming_with_an_error_body_in_the_formats_shape(c
     assert s.reason
 
 
-@needs_error_shapes
 def test_status_also_answers_a_recording_without_a_response():
     ix = Interaction(Request("GET", "http://x/"), None, outcome="upstream_error", end_ns=MS)
     assert sched("fault=status:502", ix).status == 502
