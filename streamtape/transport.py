@@ -749,7 +749,11 @@ def _adapter_class() -> type:
             source = _WireSource(plan, t0, self.realtime, _timeout_ns(read_s))
             raw = http.client.HTTPResponse(_WireSocket(source), method=request.method)  # type: ignore[arg-type]
             try:
-                raw.begin()
+                try:
+                    raw.begin()
+                except BaseException:
+                    raw.close()  # no half-read response left for the GC to close
+                    raise
             except TimeoutError as e:
                 err = ReadTimeoutError(
                     None, request.url, f"Read timed out. (read timeout={read_s})"  # type: ignore[arg-type]
