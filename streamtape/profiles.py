@@ -843,7 +843,7 @@ class _Scheduler:
         resp = self.ix.response
         assert resp is not None
         recorded_length = resp.header("content-length")
-        kept = [(k, v) for k, v in resp.headers if k.lower() not in _HOP_BY_HOP]
+        kept = [(k, v) for k, v in resp.headers if k.lower() not in HOP_BY_HOP]
         if framing == FRAMES:
             framing = CHUNKED
         if framing == CHUNKED:
@@ -864,7 +864,8 @@ class _Scheduler:
         return framing, tuple(kept)
 
 
-_HOP_BY_HOP = frozenset(
+# Hop-by-hop headers (RFC 9110 7.6.1) and the framing headers a replayer owns.
+HOP_BY_HOP = frozenset(
     {
         "connection",
         "keep-alive",

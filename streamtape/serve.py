@@ -40,6 +40,7 @@ from typing import Any
 from .cassette import Interaction
 from .clock import Timer, call_at_ns, now_ns, sleep_until
 from .errors import NoMatchError, OptionError, StreamtapeError
+from .profiles import HOP_BY_HOP
 
 __all__ = [
     "CONTROL_PREFIX",
@@ -54,22 +55,6 @@ __all__ = [
 PROFILE_HEADER = "x-streamtape-profile"
 DIRECT_HEADER = "x-streamtape-replay"  # internal: the proxy addon names the interaction
 CONTROL_PREFIX = "/_streamtape/"
-
-# Hop-by-hop headers (RFC 9110 7.6.1) and the framing headers the server owns.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-    }
-)
 
 _log = logging.getLogger("streamtape.serve")
 
