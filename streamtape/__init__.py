@@ -22,6 +22,7 @@ __all__ = [
     "OptionError",
     "ProfileError",
     "ReplayAdapter",
+    "ReplayServer",
     "ReplayTransport",
     "Request",
     "Response",
@@ -32,12 +33,13 @@ __all__ = [
     "save",
 ]
 
-# In-process replay (streamtape.transport): loaded on first use so that
-# `import streamtape` stays light (no httpx / requests import).
+# Replay (streamtape.transport, streamtape.serve): loaded on first use so that
+# `import streamtape` stays light (no httpx / requests / asyncio server import).
 _LAZY = {
     "ReplayTransport": "transport",
     "AsyncReplayTransport": "transport",
     "ReplayAdapter": "transport",
+    "ReplayServer": "serve",
 }
 
 
