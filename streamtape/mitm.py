@@ -116,7 +116,8 @@ class RecordAddon:
         self._running = False
         self._deferred: list[Any] = []
         self._ticker: asyncio.Task[None] | None = None
-        self._finished: list[Interaction] = []
+        self._write_failure_reported = False
+        self._pending_heads: dict[str, tuple[http.HTTPFlow, int]] = {}
 
     # -- options -------------------------------------------------------------
 
@@ -228,6 +229,19 @@ class RecordAddon:
             await asyncio.sleep(0.05)
             if self.recorder:
                 self.recorder.tick(time.perf_counter_ns())
+            self._check_writer()
+
+    def _check_writer(self) -> None:
+        """Say so, once, when the cassette can no longer be written (disk full, file gone)."""
+        w = self.writer
+        if w is not None and w.failure is not None and not self._write_failure_reported:
+            self._write_failure_reported = True
+            e = w.failure
+            message = f"cannot write {w.path}: {getattr(e, 'strerror', None) or e}; recordings are being lost"
+            if self.on_error:
+                self.on_error(message)
+            else:
+                log.error(f"streamtape: {message}")
 
     # -- flow hooks ----------------------------------------------------------
 
@@ -250,25 +264,25 @@ class RecordAddon:
         )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        # On the path of the response head to the client: decide, set the
+        # recording callable, and leave the rest (copying and redacting the
+        # head, encoding the record) to just after the head has gone out.
         rec = self.recorder
         resp = flow.response
         if rec is None or resp is None:
             return
-        headers = _headers(resp.headers)
-        wanted = self.record_all or is_streaming(resp.http_version, headers)
+        now = time.perf_counter_ns()
+        h = resp.headers
+        wanted = self.record_all or is_streaming(resp.http_version, h.get("content-type"), h.get("transfer-encoding"))
         if wanted and self.filter is not None:
             wanted = self.filter(flow)
-        if not wanted:
+        if not wanted or not rec.has(flow.id):  # not wanted, or begun before the addon was configured
             rec.forget(flow.id)
             resp.stream = True  # pass through as it comes, like the recorded ones
             return
-        now = time.perf_counter_ns()
-        try:
-            rec.response_headers(flow.id, resp.status_code, resp.reason, resp.http_version, headers, now)
-        except KeyError:  # request hook did not see it (addon configured mid-flight)
-            resp.stream = True
-            return
         key = flow.id
+        self._pending_heads[key] = (flow, now)
+        asyncio.get_running_loop().call_soon(self._apply_head, key)
         piece = rec.piece
         clock = time.perf_counter_ns
 
@@ -278,6 +292,15 @@ class RecordAddon:
             return data
 
         resp.stream = record
+
+    def _apply_head(self, key: str) -> None:
+        """Register a response head with the recorder (pieces may already have come)."""
+        pending = self._pending_heads.pop(key, None)
+        if pending is None or self.recorder is None:
+            return
+        flow, at = pending
+        r = flow.response
+        self.recorder.response_headers(key, r.status_code, r.reason, r.http_version, _headers(r.headers), at)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow, COMPLETE, None)
@@ -289,10 +312,12 @@ class RecordAddon:
     def _finish(self, flow: http.HTTPFlow, outcome: str, error: str | None) -> None:
         if self.recorder is None:
             return
+        self._apply_head(flow.id)
         ix = self.recorder.finish(flow.id, outcome, error, time.perf_counter_ns())
         if ix is None:
             return
         self.saved += 1
+        self._check_writer()
         if self.on_finished:
             self.on_finished(ix)
         else:
@@ -303,6 +328,8 @@ class RecordAddon:
     def done(self) -> None:
         if self._ticker:
             self._ticker.cancel()
+        for key in list(self._pending_heads):
+            self._apply_head(key)
         if self.recorder:
             for ix in self.recorder.close(time.perf_counter_ns()):
                 self.saved += 1

@@ -158,12 +158,12 @@ def framing_of(http_version: str, headers: Headers) -> str:
     return CLOSE_DELIMITED
 
 
-def is_streaming(http_version: str, headers: Headers) -> bool:
+def is_streaming(http_version: str, content_type: str | None, transfer_encoding: str | None) -> bool:
     """The default record filter: SSE, NDJSON/JSONL, or a chunked body of unknown length."""
-    ctype = (header_value(headers, "content-type") or "").split(";")[0].strip().lower()
+    ctype = (content_type or "").split(";")[0].strip().lower()
     if ctype in STREAMING_CONTENT_TYPES:
         return True
-    return framing_of(http_version, headers) == CHUNKED
+    return not http_version.upper().startswith(("HTTP/2", "HTTP/3")) and "chunked" in (transfer_encoding or "").lower()
 
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -228,6 +228,9 @@ class Recorder:
     def begin(self, key: object, request: Request, t0_ns: int) -> None:
         """The proxy has the whole request; ``t0_ns`` (a perf_counter_ns reading) is t = 0."""
         self._flights[key] = _Flight(None, self.redaction.request(request), t0_ns)
+
+    def has(self, key: object) -> bool:
+        return key in self._flights
 
     def forget(self, key: object) -> None:
         """Stop tracking a flow that is not recorded."""

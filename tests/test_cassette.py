@@ -215,3 +215,11 @@ def test_recorder_hands_off_pieces_in_batches_no_older_than_the_longest_flush_in
     out = rec.close(1500)
     assert out[0].outcome == "interrupted" and b"".join(c.data for c in out[0].chunks) == b"abcdey"
     assert kinds() == ["begin", "data", "data", "data", "end"]
+
+
+def test_background_writer_keeps_the_failure_for_the_recorder_to_report(tmp_path: Path) -> None:
+    w = BackgroundWriter(tmp_path / "w.tape")
+    w.writer._f.close()  # as if the disk went away
+    w.submit([{"t": "end", "id": 0, "outcome": "complete", "error": None, "end_ns": 1}])
+    w.flush()
+    assert isinstance(w.failure, ValueError)

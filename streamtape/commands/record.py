@@ -88,7 +88,8 @@ def record(
             raise OptionError("--upstream is for reverse mode; regular mode proxies to any host")
         spec = "regular"
 
-    failures: list[str] = []
+    failures: list[str] = []  # before the proxy ran: a bad option
+    lost: list[str] = []  # while recording: the cassette stopped taking writes
 
     def finished(ix) -> None:  # type: ignore[no-untyped-def]
         line = summary_line(ix)
@@ -97,7 +98,12 @@ def record(
         click.echo(line)
 
     def failed(message: str) -> None:
-        failures.append(message)
+        if addon.recorder is not None:
+            # Already recording: say it now, and keep proxying for the app.
+            click.echo(f"streamtape: error: {message}", err=True)
+            lost.append(message)
+        else:
+            failures.append(message)
 
     addon = RecordAddon(on_finished=finished, on_error=failed)
 
@@ -129,8 +135,11 @@ def record(
     if failures:
         raise OptionError(failures[0])
     n = addon.saved
-    click.echo(f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}", err=True)
     sys.stdout.flush()
+    if lost:
+        click.echo(f"streamtape: stopped; {out} could not be written, some recordings are lost", err=True)
+        sys.exit(1)
+    click.echo(f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}", err=True)
 
 
 commands = [record]
