@@ -17,6 +17,7 @@ import contextlib
 import gzip
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -69,6 +70,7 @@ class ScriptedServer:
     routes: dict[str, Handler]
     host: str = "127.0.0.1"
     received: list[Received] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         self._sock = socket.create_server((self.host, 0))
@@ -78,7 +80,7 @@ class ScriptedServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def __enter__(self) -> ScriptedServer:
         self._thread.start()
@@ -100,6 +102,8 @@ class ScriptedServer:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         buf = b""
         try:
+            if self.tls:
+                s = self.tls.wrap_socket(s, server_side=True)
             while True:
                 while b"\r\n\r\n" not in buf:
                     data = s.recv(65536)
@@ -287,3 +291,36 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def self_signed_tls(host: str = "127.0.0.1") -> ssl.SSLContext:
+    """A server TLS context with a fresh self-signed certificate for ``host``."""
+    import datetime
+    import ipaddress
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(f.name)
+    return ctx

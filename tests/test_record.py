@@ -7,6 +7,7 @@ import itertools
 import json
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from tests.servers import (
     free_port,
     gzip_sse,
     ndjson_lines,
+    self_signed_tls,
     split_writes,
     sse_data,
     sse_events,
@@ -349,6 +351,24 @@ def test_proxy_mode_records_a_plain_http_app(tmp_path: Path) -> None:
     (ix,) = streamtape.load(out)
     assert ix.request.url == up.url + "/s"
     assert [c.data for c in ix.chunks] == TWENTY[:3] == got
+
+
+def test_regular_mode_records_https_through_mitmproxys_ca(tmp_path: Path) -> None:
+    confdir = tmp_path / "mitm"
+    with ScriptedServer({"/v1/chat/completions": sse_events(TWENTY[:4], gap=0.01)}, tls=self_signed_tls()) as up:
+        out = tmp_path / "tls.tape"
+        # --insecure: the test upstream's certificate is self-signed.
+        with recording(out, "--mode", "regular", "--confdir", str(confdir), "--insecure") as rec:
+            ca = confdir / "mitmproxy-ca-cert.pem"  # what the README tells apps to trust
+            with httpx.Client(proxy=rec.url, verify=ssl.create_default_context(cafile=str(ca)), timeout=10) as c, c.stream(
+                "POST", up.url + "/v1/chat/completions", json={"stream": True}, headers={"Authorization": "Bearer tls-secret"}
+            ) as r:
+                got = list(r.iter_raw())
+            rec.wait_lines(1)
+    (ix,) = streamtape.load(out)
+    assert ix.request.url == up.url + "/v1/chat/completions" and ix.request.url.startswith("https://")
+    assert [c.data for c in ix.chunks] == TWENTY[:4] == got
+    assert b"tls-secret" not in out.read_bytes()
 
 
 @pytest.mark.parametrize(

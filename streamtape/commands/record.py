@@ -54,6 +54,7 @@ def check_upstream(url: str) -> str:
 @click.option("--redact-query", multiple=True, metavar="NAME", help="Another query parameter to redact.")
 @click.option("--redact-field", multiple=True, metavar="NAME", help="A JSON request-body field to redact.")
 @click.option("--confdir", default=None, metavar="DIR", help="mitmproxy's folder (CA certificate), default ~/.mitmproxy.")
+@click.option("--insecure", is_flag=True, help="Do not verify upstream TLS certificates (a local backend with a self-signed one).")
 def record(
     upstream: str | None,
     listen: str,
@@ -67,6 +68,7 @@ def record(
     redact_query: tuple[str, ...],
     redact_field: tuple[str, ...],
     confdir: str | None,
+    insecure: bool,
 ) -> None:
     """Record streaming responses through a proxy into a cassette.
 
@@ -127,6 +129,8 @@ def record(
     }
     if confdir:
         options["confdir"] = confdir
+    if insecure:
+        options["ssl_insecure"] = True
 
     async def go() -> None:
         await run_proxy(spec, host, port, [addon], on_running=running, options=options)
