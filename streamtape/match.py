@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -267,7 +268,8 @@ class Matcher:
     """Answers requests from recorded interactions. Thread-safe.
 
     ``match`` returns the interaction; :meth:`match_indexed` also returns its
-    index in ``interactions``. :attr:`received` lists every request seen.
+    index in ``interactions``. :attr:`received` lists the requests seen (the
+    latest ``keep_received``, so a long-running server does not grow).
     """
 
     def __init__(
@@ -277,6 +279,7 @@ class Matcher:
         ignore_fields: Iterable[str] = (),
         match_headers: Iterable[str] = (),
         strict: bool = False,
+        keep_received: int = 10_000,
     ) -> None:
         self.interactions: list[Interaction] = list(interactions)
         self.strict = strict
@@ -295,11 +298,11 @@ class Matcher:
         ]
         self._used = [0] * len(self.interactions)
         self._lock = threading.Lock()
-        self._received: list[dict[str, Any]] = []
+        self._received: deque[dict[str, Any]] = deque(maxlen=keep_received)
 
     @property
     def received(self) -> list[dict[str, Any]]:
-        """Requests seen so far, oldest first, as JSON-ready dicts: ``method``, ``path``
+        """Requests seen so far (the latest ``keep_received``), oldest first, as JSON-ready dicts: ``method``, ``path``
         (with query), ``headers`` (secret ones as ``REDACTED``), ``body`` (text),
         ``matched`` (index into ``interactions`` or None), ``error`` (or None)."""
         with self._lock:

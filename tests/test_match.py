@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -183,3 +184,13 @@ def test_match_indexed_returns_the_position_in_the_cassette():
     m = Matcher([rec(chat("a"), tag="a"), rec(chat("b"), tag="b")])
     i, ix = m.match_indexed("POST", LOCAL, {}, json.dumps(chat("b")).encode())
     assert i == 1 and ix.labels["tag"] == "b"
+
+
+
+def test_received_keeps_only_the_latest_requests_so_a_long_running_server_does_not_grow():
+    m = Matcher([Interaction(Request("GET", "http://h/a?n=0"), Response(200))], keep_received=3)
+    for n in range(5):
+        with contextlib.suppress(NoMatchError):
+            m.match("GET", f"http://h/a?n={n}")
+    assert [r["path"] for r in m.received] == ["/a?n=2", "/a?n=3", "/a?n=4"]
+    assert [r["matched"] for r in m.received] == [None, None, None]
