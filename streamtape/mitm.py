@@ -370,6 +370,11 @@ async def run_proxy(
 
     opts = Options(listen_host=listen_host, listen_port=listen_port, mode=[mode])
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+    # mitmproxy's errorcheck prints its own "Error logged during startup" line
+    # and exits; startup errors are collected below and said once, our way.
+    if (ec := master.addons.get("errorcheck")) is not None:
+        master.addons.remove(ec)
+        ec.finish()  # and its log handler
     # Lazy: connect upstream only when a request needs it, so a refused
     # upstream gives the client a 502 instead of no response at all.
     master.options.update(connection_strategy="lazy")
