@@ -174,6 +174,9 @@ class RecordAddon:
             log.error(f"streamtape: {message}")
 
     def running(self) -> None:
+        ps = ctx.master.addons.get("proxyserver")
+        if ps is not None and not ps.listen_addrs():
+            return  # the proxy could not listen and is stopping: create no cassette
         # A --set value mitmproxy could not convert (``streamtape_redact=maybe``)
         # stays in ``deferred`` and mitmproxy says nothing: say it ourselves.
         bad = {k: v for k, v in ctx.options.deferred.items() if k.startswith("streamtape_")}
@@ -361,7 +364,7 @@ async def run_proxy(
 
     ``mode`` is a mitmproxy mode spec (``reverse:http://host:port`` or ``regular``).
     ``on_running`` gets the bound addresses once the proxy listens. Raises
-    :class:`UpstreamError`-free :class:`OptionError` when the port cannot be bound.
+    :class:`OptionError` when the address cannot be bound.
     """
     import signal
 

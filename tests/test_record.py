@@ -403,3 +403,4 @@ def test_record_on_a_busy_port_fails_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in p.stderr
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith("streamtape: error: cannot start the proxy") and "address already in use" in line
+    assert not (tmp_path / "b.tape").exists()  # nothing was recorded, so no cassette
