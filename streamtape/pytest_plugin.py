@@ -194,16 +194,19 @@ def _realtime(request: pytest.FixtureRequest) -> bool:
     return bool(_marker_kwargs(request.node).get("realtime", True))
 
 
+def _replayer(name: str, request: pytest.FixtureRequest, cassette: Cassette, profile: str) -> Any:
+    """One of streamtape.transport's replayers with this test's marker options (imported late)."""
+    from . import transport
+
+    return getattr(transport, name)(cassette, profile, realtime=_realtime(request), **_replay_options(request))
+
+
 @pytest.fixture
 def streamtape_transport(
     request: pytest.FixtureRequest, streamtape_cassette: Cassette, streamtape_profile: str
 ) -> Any:
     """A sync ReplayTransport for ``httpx.Client`` / ``httpx2.Client(transport=...)``."""
-    from .transport import ReplayTransport
-
-    return ReplayTransport(
-        streamtape_cassette, streamtape_profile, realtime=_realtime(request), **_replay_options(request)
-    )
+    return _replayer("ReplayTransport", request, streamtape_cassette, streamtape_profile)
 
 
 @pytest.fixture
@@ -211,11 +214,7 @@ def streamtape_async_transport(
     request: pytest.FixtureRequest, streamtape_cassette: Cassette, streamtape_profile: str
 ) -> Any:
     """An AsyncReplayTransport for ``httpx.AsyncClient`` / ``httpx2.AsyncClient(transport=...)``."""
-    from .transport import AsyncReplayTransport
-
-    return AsyncReplayTransport(
-        streamtape_cassette, streamtape_profile, realtime=_realtime(request), **_replay_options(request)
-    )
+    return _replayer("AsyncReplayTransport", request, streamtape_cassette, streamtape_profile)
 
 
 @pytest.fixture
@@ -223,11 +222,7 @@ def streamtape_adapter(
     request: pytest.FixtureRequest, streamtape_cassette: Cassette, streamtape_profile: str
 ) -> Any:
     """A ReplayAdapter (a requests HTTPAdapter) to mount on a Session."""
-    from .transport import ReplayAdapter
-
-    return ReplayAdapter(
-        streamtape_cassette, streamtape_profile, realtime=_realtime(request), **_replay_options(request)
-    )
+    return _replayer("ReplayAdapter", request, streamtape_cassette, streamtape_profile)
 
 
 @pytest.fixture

@@ -688,12 +688,13 @@ def _adapter_class() -> type:
     from urllib3 import HTTPResponse
     from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-    class ReplayAdapter(HTTPAdapter):
+    class ReplayAdapter(_TransportBase, HTTPAdapter):
         """A ``requests`` transport adapter that answers from a cassette.
 
         ``ReplayAdapter(cassette, profile="faithful", *, realtime=True,
         ignore_fields=(), match_headers=(), strict=False, seed=None,
-        no_match="404")``; mount it on a Session::
+        no_match="404")``, the options of :class:`ReplayTransport`; mount it
+        on a Session::
 
             session.mount("http://", ReplayAdapter(cas))
             session.mount("https://", ReplayAdapter(cas))
@@ -704,33 +705,9 @@ def _adapter_class() -> type:
         a real connection.
         """
 
-        def __init__(
-            self,
-            cassette: Any,
-            profile: str = "faithful",
-            *,
-            realtime: bool = True,
-            ignore_fields: Sequence[str] = (),
-            match_headers: Sequence[str] = (),
-            strict: bool = False,
-            seed: int | None = None,
-            no_match: str = "404",
-        ) -> None:
-            super().__init__()
-            self.replayer = Replayer(
-                cassette,
-                profile,
-                ignore_fields=ignore_fields,
-                match_headers=match_headers,
-                strict=strict,
-                seed=seed,
-                no_match=no_match,
-            )
-            self.realtime = realtime
-
-        @property
-        def received(self) -> list[dict[str, Any]]:
-            return self.replayer.received
+        def __init__(self, cassette: Any, profile: str = "faithful", **options: Any) -> None:
+            HTTPAdapter.__init__(self)
+            _TransportBase.__init__(self, cassette, profile, **options)
 
         def send(  # type: ignore[override]
             self,
