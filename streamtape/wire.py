@@ -1,0 +1,306 @@
+"""HTTP/1.1 wire details, in one place. Pure code: values in, bytes out, no I/O.
+
+Every driver that puts a replayed response on the wire (the replay server,
+the ``requests`` adapter's fake socket) and every piece of code that builds or
+reads a response's headers (profiles, the in-process transports) uses this
+module, so a rule of the protocol is written down once:
+
+* **Header lookup** is case-insensitive and takes the first value
+  (:func:`header_value`).
+* **Hop-by-hop headers** (RFC 9110 7.6.1) describe one connection, not the
+  response: a replayer never forwards the recorded ones (:data:`HOP_BY_HOP`,
+  :func:`end_to_end`).
+* **Framing headers** (``Content-Length``, ``Transfer-Encoding``) have one
+  owner, :func:`framing_headers`: every other module gets them from there,
+  for the :class:`Framing` it actually sends. A recorded ``Content-Length``
+  is never copied through; the profile decides the number (the bytes sent, or
+  more than that when a replay is cut, so the client sees a short body) and
+  this module writes the header.
+* **Body framing**: how a piece goes on the wire and how a body ends is a
+  table keyed by framing, as in h11's ``_writers.py`` (:func:`frame`,
+  :func:`body_end`). On chunked framing each piece is one HTTP chunk, so a
+  recorded piece boundary is a chunk boundary on the wire; an empty piece is
+  nothing at all (a zero-size chunk would end the body).
+* **Which framing a connection gets** (:func:`connection_framing`): HTTP/2
+  recordings (``frames``) replay as chunked; an HTTP/1.0 client cannot read
+  chunked and gets the body close-delimited; ``HEAD``, 1xx, 204 and 304
+  responses have no body at all.
+* **Reason phrases** come from :class:`http.HTTPStatus` alone
+  (:func:`reason_phrase`), ``""`` for a code it does not know.
+* **Error bodies** the replayer invents (no match, bad profile, bad request)
+  are OpenAI-shaped JSON (:func:`error_body`), with the ``type`` from
+  :class:`ErrorType`.
+
+The vocabulary of framings is :class:`Framing`; its values are the strings
+written to cassettes, so ``Framing.CHUNKED == "chunked"``.
+
+This module imports nothing from the rest of the package, so anything may
+import it.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+
+__all__ = [
+    "DIRECT_HEADER",
+    "FRAMING_HEADERS",
+    "HOP_BY_HOP",
+    "LAST_CHUNK",
+    "PROFILE_HEADER",
+    "ErrorType",
+    "Framing",
+    "body_end",
+    "chunk_size",
+    "connection_framing",
+    "end_to_end",
+    "error_body",
+    "frame",
+    "framing_headers",
+    "has_no_body",
+    "header_value",
+    "keeps_alive",
+    "reason_phrase",
+    "replay_framing",
+    "response_head",
+    "status_line",
+]
+
+PROFILE_HEADER = "x-streamtape-profile"
+"""Request header naming the replay profile for that one request (server and transports)."""
+
+DIRECT_HEADER = "x-streamtape-replay"
+"""Internal request header: ``TOKEN:INDEX`` names the interaction to play (the proxy
+addon matched already)."""
+
+
+class Framing(StrEnum):
+    """How a response body is delimited.
+
+    Cassettes record ``chunked``, ``content-length``, ``close-delimited`` or
+    ``frames`` (HTTP/2 and HTTP/3 DATA frames). A replay sends ``chunked``,
+    ``content-length``, ``close-delimited`` or ``none`` (no body on the wire:
+    ``HEAD``, 1xx, 204, 304, or no response head at all).
+    """
+
+    CHUNKED = "chunked"
+    CONTENT_LENGTH = "content-length"
+    CLOSE_DELIMITED = "close-delimited"
+    FRAMES = "frames"
+    NONE = "none"
+
+
+class ErrorType(StrEnum):
+    """The ``error.type`` of an error body the replayer invents."""
+
+    NO_MATCH = "streamtape_no_match"
+    BAD_PROFILE = "streamtape_bad_profile"
+    BAD_REQUEST = "streamtape_bad_request"
+
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Hop-by-hop header names (RFC 9110 7.6.1, lower case): never replayed as recorded."""
+
+FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
+"""The headers :func:`framing_headers` owns (lower case)."""
+
+_NOT_FORWARDED = HOP_BY_HOP | FRAMING_HEADERS
+
+LAST_CHUNK = b"0\r\n\r\n"
+"""The zero-size chunk and the empty trailer section that end a chunked body."""
+
+
+# --------------------------------------------------------------------------- headers
+
+
+def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (case-insensitive), or None."""
+    lname = name.lower()
+    for k, v in headers:
+        if k.lower() == lname:
+            return v
+    return None
+
+
+def end_to_end(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``headers`` without hop-by-hop and framing headers: what a replay may pass on."""
+    return [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED]
+
+
+def framing_headers(framing: str, content_length: int | None = None) -> list[tuple[str, str]]:
+    """The framing headers for a body sent with ``framing``. The one place they are decided.
+
+    ``chunked`` gets ``Transfer-Encoding: chunked``; ``content-length`` gets
+    ``Content-Length: content_length`` (0 when None); ``none`` gets
+    ``Content-Length`` only when a length is given (a ``HEAD`` response
+    declares the length of the body it does not send); ``close-delimited``
+    gets neither.
+    """
+    f = replay_framing(framing)
+    if f is Framing.CHUNKED:
+        return [("Transfer-Encoding", "chunked")]
+    if f is Framing.CONTENT_LENGTH:
+        return [("Content-Length", str(content_length or 0))]
+    if f is Framing.NONE and content_length is not None:
+        return [("Content-Length", str(content_length))]
+    return []
+
+
+def keeps_alive(version: str, headers: Iterable[tuple[str, str]]) -> bool:
+    """Whether the client of a request with this version and headers wants the connection kept."""
+    conn = (header_value(headers, "connection") or "").lower()
+    if version == "HTTP/1.0":
+        return "keep-alive" in conn
+    return "close" not in conn
+
+
+def chunk_size(line: bytes) -> int:
+    """The size in a chunk-size line (extensions ignored). Raises ValueError if malformed."""
+    return int(line.split(b";", 1)[0].strip(), 16)
+
+
+# --------------------------------------------------------------------------- status
+
+
+def reason_phrase(status: int) -> str:
+    """The standard reason phrase for ``status``, or ``""`` for a code without one."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def status_line(status: int, reason: str = "") -> str:
+    """``HTTP/1.1 <status> <reason>``; the standard phrase when ``reason`` is empty."""
+    return f"HTTP/1.1 {status} {reason or reason_phrase(status)}".rstrip()
+
+
+def has_no_body(status: int, method: str) -> bool:
+    """Whether a response to ``method`` with ``status`` carries no body (RFC 9112 6.3)."""
+    return method.upper() == "HEAD" or status in (204, 304) or 100 <= status < 200
+
+
+# --------------------------------------------------------------------------- framing
+
+
+def replay_framing(framing: str) -> Framing:
+    """The framing a recorded response is sent with: HTTP/2 ``frames`` and anything
+    unknown become ``chunked``, which keeps every recorded piece boundary."""
+    try:
+        f = Framing(framing)
+    except ValueError:
+        return Framing.CHUNKED
+    return Framing.CHUNKED if f is Framing.FRAMES else f
+
+
+def connection_framing(framing: str, *, status: int, method: str = "GET",
+                       chunked_ok: bool = True) -> Framing:
+    """The framing actually used for this response on this connection.
+
+    ``none`` when the response has no body (:func:`has_no_body`); chunked
+    becomes close-delimited for a client that cannot read it (HTTP/1.0).
+    """
+    if has_no_body(status, method):
+        return Framing.NONE
+    f = replay_framing(framing)
+    if f is Framing.CHUNKED and not chunked_ok:
+        return Framing.CLOSE_DELIMITED
+    return f
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+
+
+def _as_is(data: bytes) -> bytes:
+    return data
+
+
+def _nothing(data: bytes) -> bytes:
+    return b""
+
+
+_FRAMERS: Mapping[Framing, Callable[[bytes], bytes]] = {
+    Framing.CHUNKED: _chunk,
+    Framing.CONTENT_LENGTH: _as_is,
+    Framing.CLOSE_DELIMITED: _as_is,
+    Framing.NONE: _nothing,
+}
+
+_ENDINGS: Mapping[Framing, bytes] = {
+    Framing.CHUNKED: LAST_CHUNK,
+    Framing.CONTENT_LENGTH: b"",
+    Framing.CLOSE_DELIMITED: b"",  # the close is the end
+    Framing.NONE: b"",
+}
+
+
+def frame(framing: str, data: bytes) -> bytes:
+    """One body piece as it goes on the wire: one HTTP chunk, or the bytes themselves."""
+    return _FRAMERS[replay_framing(framing)](data)
+
+
+def body_end(framing: str) -> bytes:
+    """The bytes that end a body cleanly (the last chunk on chunked framing)."""
+    return _ENDINGS[replay_framing(framing)]
+
+
+# --------------------------------------------------------------------------- heads and bodies
+
+
+def response_head(
+    status: int,
+    reason: str,
+    headers: Iterable[tuple[str, str]],
+    framing: str,
+    *,
+    content_length: int | None = None,
+    keep_alive: bool = True,
+    method: str = "GET",
+    chunked_ok: bool = True,
+) -> tuple[bytes, Framing, bool]:
+    """The response head to send, the framing actually used, and whether to keep the connection.
+
+    Hop-by-hop and framing headers among ``headers`` are dropped; the framing
+    headers for the framing actually used (:func:`connection_framing`) come
+    from :func:`framing_headers`. ``content_length`` is the length to declare
+    on ``content-length`` framing (the bytes sent, or the recorded length when
+    the body will be cut short); a ``HEAD`` response to a ``content-length``
+    recording declares it too. A close-delimited body, or ``keep_alive=False``,
+    adds ``Connection: close``.
+    """
+    used = connection_framing(framing, status=status, method=method, chunked_ok=chunked_ok)
+    declared = content_length
+    if used is Framing.NONE and not (
+        method.upper() == "HEAD" and replay_framing(framing) is Framing.CONTENT_LENGTH
+    ):
+        declared = None
+    if used is Framing.CLOSE_DELIMITED:
+        keep_alive = False
+    lines = [status_line(status, reason)]
+    lines += [f"{k}: {v}" for k, v in end_to_end(headers)]
+    lines += [f"{k}: {v}" for k, v in framing_headers(used, declared)]
+    if not keep_alive:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"), used, keep_alive
+
+
+def error_body(message: str, type_: str = ErrorType.NO_MATCH) -> bytes:
+    """An OpenAI-shaped JSON error body: ``{"error": {"message": ..., "type": ...}}``."""
+    return json.dumps({"error": {"message": message, "type": str(type_)}}).encode()
