@@ -102,9 +102,9 @@ def child_streamtape(tape: str, profile: str) -> None:
     from streamtape.serve import ReplayServer
 
     if os.environ.get("BENCH_LEAD_NS"):  # experiment: a fixed spin lead
-        clock._Scheduler.max_lead_ns = int(os.environ["BENCH_LEAD_NS"])
+        clock._Waker.max_lead_ns = int(os.environ["BENCH_LEAD_NS"])
     if os.environ.get("BENCH_MIN_LEAD_NS"):  # experiment: the smallest spin lead
-        clock._Scheduler.min_lead_ns = int(os.environ["BENCH_MIN_LEAD_NS"])
+        clock._Waker.min_lead_ns = int(os.environ["BENCH_MIN_LEAD_NS"])
     if os.environ.get("BENCH_ASYNCIO_SLEEP"):  # experiment: streamtape on asyncio's timers
         from streamtape import serve
 

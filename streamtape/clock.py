@@ -10,17 +10,17 @@ anywhere up to 1 ms late. Replay needs each recorded gap to land within a few
 hundred microseconds, and a thousand streams must wait at once without
 burning a core each.
 
-The approach: **one scheduler per event loop**, a heap of
+The approach: **one waker per event loop** (``_Waker``), a heap of
 ``(deadline, future-or-callback)`` and a single Linux ``timerfd`` armed
 (absolute, ``CLOCK_MONOTONIC``, the clock ``perf_counter_ns`` reads on Linux)
 at the earliest deadline and registered with the loop's selector. The kernel
-wakes the selector with nanosecond resolution; the scheduler then releases
+wakes the selector with nanosecond resolution; the waker then releases
 every wait that is due, in deadline order, and re-arms for the next one. No
 thread, one file descriptor per loop, O(log n) per wait, however many
 streams are waiting.
 
 The timerfd is aimed a little (up to 0.3 ms) before the deadline and the
-scheduler spins the rest with ``call_soon`` turns, other tasks running in
+waker spins the rest with ``call_soon`` turns, other tasks running in
 between: on a virtual machine the wake-up path alone costs 0.1-0.3 ms, and a
 warm spin takes it out. The spin is on a CPU budget (10 % of the time), so
 a thousand streams do not turn it into a busy loop. Where ``timerfd`` is not
@@ -44,14 +44,15 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
+from enum import StrEnum
 
-__all__ = ["Timer", "call_at_ns", "now_ns", "sleep_until", "sleep_until_sync"]
+__all__ = ["Backend", "Timer", "backend", "call_at_ns", "now_ns", "sleep_until", "sleep_until_sync"]
 
 now_ns = time.perf_counter_ns
 
 # Below this much remaining time the sync sleeper spins instead of sleeping.
 _SYNC_SPIN_NS = 200_000
-# Fallback scheduler: the loop timer is aimed this early, the rest is spun.
+# Fallback waker: the loop timer is aimed this early, the rest is spun.
 _COARSE_MARGIN_NS = 1_500_000
 
 
@@ -80,7 +81,7 @@ async def sleep_until(deadline_ns: int) -> None:
         return
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    _scheduler(loop).add(deadline_ns, fut)
+    _waker(loop).add(deadline_ns, fut)
     await fut
 
 
@@ -100,7 +101,7 @@ class Timer:
     def cancelled(self) -> bool:
         return self._cancelled
 
-    done = cancelled  # the scheduler drops done entries
+    done = cancelled  # the waker drops done entries
 
     def _run(self) -> None:
         if self._cancelled:
@@ -121,11 +122,11 @@ def call_at_ns(deadline_ns: int, callback: Callable[[], object]) -> Timer:
 
     The callback twin of :func:`sleep_until`, for drivers that step a state
     machine instead of resuming a task (no future, no task switch per wait).
-    Callbacks due together run in deadline order, in the scheduler's turn.
+    Callbacks due together run in deadline order, in the waker's turn.
     """
     loop = asyncio.get_running_loop()
     timer = Timer(callback, loop)
-    _scheduler(loop).add(deadline_ns, timer)  # type: ignore[arg-type]
+    _waker(loop).add(deadline_ns, timer)
     return timer
 
 
@@ -145,7 +146,7 @@ class _Itimerspec(ctypes.Structure):
     _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
 
 
-def _load_timerfd() -> tuple | None:
+def _load_timerfd() -> tuple[Callable[..., int], Callable[..., int]] | None:
     if not sys.platform.startswith("linux"):
         return None
     if time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
@@ -201,14 +202,14 @@ class _TimerFd:
             os.close(self.fd)
 
 
-# --------------------------------------------------------------------------- schedulers
+# --------------------------------------------------------------------------- wakers
 
 
-class _Scheduler:
+class _Waker:
     """All precise waits of one event loop, woken in deadline order.
 
     A coarse wake-up (``_arm_coarse``) is aimed ``lead_ns`` before the earliest
-    deadline; from there the scheduler spins with ``call_soon`` (other tasks run
+    deadline; from there the waker spins with ``call_soon`` (other tasks run
     between turns) until the deadline passes. The spin keeps a just-woken CPU
     warm: on a virtual machine the wake-up path itself costs 0.1-0.3 ms.
 
@@ -226,9 +227,9 @@ class _Scheduler:
     window_ns = 100_000_000
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weak: the scheduler lives in a WeakKeyDictionary keyed by its loop.
+        # Weak: the waker lives in a WeakKeyDictionary keyed by its loop.
         self._loop_ref = weakref.ref(loop)
-        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._heap: list[tuple[int, int, asyncio.Future[None] | Timer]] = []
         self._seq = itertools.count()
         self._coarse_at: int | None = None  # deadline the coarse wake-up is set for
         self._spinning = False
@@ -243,9 +244,9 @@ class _Scheduler:
         assert loop is not None, "the event loop is gone"
         return loop
 
-    def add(self, deadline_ns: int, fut: asyncio.Future[None]) -> None:
-        heapq.heappush(self._heap, (deadline_ns, next(self._seq), fut))
-        if self._heap[0][2] is fut:
+    def add(self, deadline_ns: int, waiter: asyncio.Future[None] | Timer) -> None:
+        heapq.heappush(self._heap, (deadline_ns, next(self._seq), waiter))
+        if self._heap[0][2] is waiter:
             self._schedule(deadline_ns)
 
     def _schedule(self, deadline_ns: int) -> None:
@@ -269,8 +270,8 @@ class _Scheduler:
         now = now_ns()
         while heap and heap[0][0] <= now:
             _, _, item = heapq.heappop(heap)
-            if item.__class__ is Timer:
-                item._run()  # type: ignore[attr-defined]
+            if isinstance(item, Timer):
+                item._run()
             elif not item.done():
                 item.set_result(None)
         # Drop cancelled waits sitting at the top so they do not cause wake-ups.
@@ -310,7 +311,7 @@ class _Scheduler:
         self._disarm()
 
 
-class _TimerFdScheduler(_Scheduler):
+class _TimerFdWaker(_Waker):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop)
         self._tfd = _TimerFd()
@@ -356,7 +357,7 @@ class _TimerFdScheduler(_Scheduler):
         self._tfd.close()
 
 
-class _TimerScheduler(_Scheduler):
+class _LoopTimerWaker(_Waker):
     """Portable fallback: the loop's own (millisecond) timer, aimed well early."""
 
     max_lead_ns = min_lead_ns = _COARSE_MARGIN_NS
@@ -382,27 +383,35 @@ class _TimerScheduler(_Scheduler):
             self._handle = None
 
 
-_schedulers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Scheduler] = (
+_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _scheduler(loop: asyncio.AbstractEventLoop) -> _Scheduler:
-    sched = _schedulers.get(loop)
-    if sched is None:
-        sched = None
+def _waker(loop: asyncio.AbstractEventLoop) -> _Waker:
+    waker = _wakers.get(loop)
+    if waker is None:
         if _TIMERFD is not None:
             try:
-                sched = _TimerFdScheduler(loop)
+                waker = _TimerFdWaker(loop)
             except (OSError, NotImplementedError):
-                sched = None
-        if sched is None:
-            sched = _TimerScheduler(loop)
-        _schedulers[loop] = sched
-    return sched
+                waker = None
+        if waker is None:
+            waker = _LoopTimerWaker(loop)
+        _wakers[loop] = waker
+    return waker
 
 
-def backend(loop: asyncio.AbstractEventLoop | None = None) -> str:
-    """Which wake-up mechanism ``sleep_until`` uses on ``loop``: "timerfd" or "spin"."""
+class Backend(StrEnum):
+    """The coarse wake-up mechanism under :func:`sleep_until` (both finish with a short spin)."""
+
+    TIMERFD = "timerfd"
+    """A Linux ``timerfd`` in the loop's selector: nanosecond wake-ups."""
+    TIMER = "timer"
+    """The loop's own millisecond timer, aimed 1.5 ms early (not Linux, or no ``add_reader``)."""
+
+
+def backend(loop: asyncio.AbstractEventLoop | None = None) -> Backend:
+    """Which wake-up mechanism ``sleep_until`` uses on ``loop`` (default: the running loop)."""
     loop = loop or asyncio.get_running_loop()
-    return "timerfd" if isinstance(_scheduler(loop), _TimerFdScheduler) else "timer"
+    return Backend.TIMERFD if isinstance(_waker(loop), _TimerFdWaker) else Backend.TIMER
