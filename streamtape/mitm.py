@@ -367,6 +367,7 @@ async def run_proxy(
     :class:`OptionError` when the address cannot be bound.
     """
     import signal
+    import threading
 
     from mitmproxy.options import Options
     from mitmproxy.tools.dump import DumpMaster
@@ -400,7 +401,12 @@ async def run_proxy(
 
     master.addons.add(_Running())
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # Signals reach only the main thread: a proxy run on another thread (the
+    # pytest plugin's recorder) is stopped with ``master.shutdown()`` instead.
+    signals = (
+        (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+    )
+    for sig in signals:
         loop.add_signal_handler(sig, master.shutdown)
     # Bind errors are logged by mitmproxy's proxyserver addon; catch them.
     handler = _ErrorCollector()
@@ -411,7 +417,7 @@ async def run_proxy(
         pass
     finally:
         logging.getLogger("mitmproxy").removeHandler(handler)
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in signals:
             loop.remove_signal_handler(sig)
         await _close_connections(master)
     if bind_error or (handler.errors and not master.addons.get("proxyserver").listen_addrs()):
