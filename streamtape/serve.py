@@ -40,7 +40,10 @@ from typing import Any
 from .cassette import Interaction
 from .clock import Timer, call_at_ns, now_ns, sleep_until
 from .errors import NoMatchError, OptionError, StreamtapeError
-from .profiles import HOP_BY_HOP
+from .wire import FRAMING_HEADERS
+from .wire import HOP_BY_HOP as _HOP
+
+HOP_BY_HOP = _HOP | FRAMING_HEADERS
 
 __all__ = [
     "CONTROL_PREFIX",

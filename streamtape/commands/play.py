@@ -17,7 +17,8 @@ from ..cassette import Chunk, Interaction, load
 from ..clock import now_ns, sleep_until_sync
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, path_of
-from ..profiles import NO_HEAD, SEND, Schedule, parse_profile
+from ..profiles import Schedule, StepKind, parse_profile
+from ..wire import Framing
 
 # Shapes whose answer text `play` shows; anything else is written as bytes.
 _GENERIC = ("raw", "sse", "ndjson")
@@ -42,7 +43,7 @@ def _text_outputs(ix: Interaction, sched: Schedule, shape: str | None) -> tuple[
         return None
     # Replay the schedule's pieces as a recording whose piece i arrives "at" i:
     # every normalized event then says which step completed it.
-    chunks = tuple(Chunk(i, s.data) for i, s in enumerate(sched.steps) if s.kind == SEND)
+    chunks = tuple(Chunk(i, s.data) for i, s in enumerate(sched.steps) if s.kind == StepKind.SEND)
     synthetic = replace(ix, response=replace(resp, chunks=chunks))
     a = analyze(synthetic, shape)
     if a.shape in _GENERIC and shape is None:
@@ -75,7 +76,7 @@ def plan(ix: Interaction, sched: Schedule, *, raw: bool = False, shape: str | No
         if got is not None:
             outs, detected = got
             return Plan(sched, tuple(outs), "text", detected)
-    outs = tuple(s.data if s.kind == SEND else b"" for s in sched.steps)
+    outs = tuple(s.data if s.kind == StepKind.SEND else b"" for s in sched.steps)
     return Plan(sched, outs, "raw", shape or "raw")
 
 
@@ -102,7 +103,7 @@ def run(
     first_ns = -1
     if sleep:
         sleep_until_sync(t0 + sched.head_at_ns)
-    if boundaries and sched.framing != NO_HEAD:
+    if boundaries and sched.framing != Framing.NONE:
         out.write(mark(f"[head {sched.status} at {sched.head_at_ns / 1e6:.1f}ms]"))
         out.flush()
     prev = sched.head_at_ns
@@ -110,7 +111,7 @@ def run(
         if sleep:
             sleep_until_sync(t0 + step.at_ns)
         chunk = b""
-        if step.kind == SEND:
+        if step.kind == StepKind.SEND:
             if first_ns < 0:
                 first_ns = now_ns() - t0
             if boundaries:
@@ -127,7 +128,7 @@ def run(
 
 def summary_line(index: int, ix: Interaction, p: Plan, first_ns: int, elapsed_ns: int) -> str:
     sched = p.schedule
-    status = sched.status if sched.framing != NO_HEAD else "no response head"
+    status = sched.status if sched.framing != Framing.NONE else "no response head"
     n = len(sched.sends)
     what = p.shape if p.mode == "text" else "raw bytes"
     ending = {"end": "ended cleanly", "cut": "cut (no clean end)", "reset": "reset (TCP RST)"}

@@ -1,19 +1,10 @@
-"""Replay profiles: how one recorded interaction is played back. Pure code, no I/O.
+"""Scheduling: a :class:`Profile` turns an interaction into a :class:`~.model.Schedule`.
 
-A profile turns an :class:`~streamtape.cassette.Interaction` into a
-:class:`Schedule`: the response head, then steps "at t send these bytes" and
-one final "end" / "cut" / "reset". Drivers (the replay server, the in-process
-transports, ``streamtape play``) only run the steps against absolute
-deadlines, so every driver plays the same thing and the timing logic is tested
-without sleeping.
-
-Profile text is a preset name, or ``key=value`` items separated by ``;``::
-
-    chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
-
-An item without ``=`` is a preset name expanded in place
-(``instant;fault=cut:50%``). Later ``chunk``/``latency``/``seed`` items
-override earlier ones; ``fault`` items add up. See :data:`SYNTAX`.
+Pure code, no I/O. The schedule is the response head, then steps "at t send
+these bytes" and one final "end" / "cut" / "reset". Drivers (the replay
+server, the in-process transports, ``streamtape play``) only run the steps
+against absolute deadlines, so every driver plays the same thing and the
+timing logic is tested without sleeping.
 
 Rules the drivers can rely on:
 
@@ -32,386 +23,39 @@ Rules the drivers can rely on:
   recorded end: the cut is part of what was recorded. One whose *client*
   disconnected ends cleanly: the upstream never failed, and SDKs routinely
   hang up right after ``[DONE]``, before the server's terminating chunk
-  arrives, so such recordings are usually complete answers. A recording with no response head
-  replays as :attr:`Schedule.status` 0 (send no head) and a cut.
+  arrives, so such recordings are usually complete answers. A recording with
+  no response head replays as :attr:`Schedule.status` 0 (send no head) and a cut.
+- The schedule decides the *number* a ``Content-Length`` declares (the bytes
+  sent; more than that on a cut, so the client sees a short body); the
+  header itself comes from :func:`streamtape.wire.framing_headers`.
 """
 
 from __future__ import annotations
 
 import bisect
-import http
+import functools
 import itertools
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from .cassette import (
-    CHUNKED,
-    CLIENT_DISCONNECTED,
-    CLOSE_DELIMITED,
-    COMPLETE,
-    CONTENT_LENGTH,
-    FRAMES,
-    Headers,
-    Interaction,
-)
-from .errors import ProfileError
+from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction
+from ..errors import ProfileError
+from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
+from ..wire import Framing, end_to_end, has_no_body, reason_phrase, replay_framing
+from .model import ChunkKind, FaultKind, Item, LatencyKind, Schedule, Step, StepKind
 
-__all__ = [
-    "ADVERSARIAL",
-    "PRESETS",
-    "SYNTAX",
-    "Item",
-    "Profile",
-    "Schedule",
-    "Step",
-    "parse_profile",
-]
-
-SEND = "send"
-END = "end"
-CUT = "cut"
-RESET = "reset"
-STEP_KINDS = (SEND, END, CUT, RESET)
-TERMINAL_KINDS = (END, CUT, RESET)
-
-NO_HEAD = "none"
-"""Schedule framing when the recording has no response head: send nothing, then cut."""
+__all__ = ["ERROR_MESSAGE", "KEEPALIVE_TEXT", "Profile"]
 
 _MS = 1_000_000
 _S = 1_000_000_000
 
 KEEPALIVE_TEXT = b": keepalive"
+"""The SSE comment the ``keepalive`` fault inserts (then a blank line)."""
+
 ERROR_MESSAGE = "streamtape fault: error-event injected"
-
-
-# --------------------------------------------------------------------------
-# Values
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One thing a driver does at ``at_ns`` (absolute, from t0 = request received).
-
-    ``send``: write ``data`` as one piece (one HTTP chunk on chunked framing).
-    ``end``: finish cleanly (terminating chunk; close for close-delimited).
-    ``cut``: close the connection without finishing (no terminating chunk).
-    ``reset``: abort the connection with a TCP RST.
-    """
-
-    at_ns: int
-    kind: str
-    data: bytes = b""
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Everything a driver needs to play one response.
-
-    ``headers`` are final: hop-by-hop headers of the recording are dropped and
-    the framing header is set (``Transfer-Encoding: chunked`` for chunked,
-    ``Content-Length`` for content-length; neither for close-delimited).
-    ``framing`` is ``chunked``, ``content-length``, ``close-delimited``, or
-    ``none`` (status 0: the recording has no response head; send nothing).
-    HTTP/2 recordings (framing ``frames``) replay as ``chunked``.
-    ``steps`` are in time order and end with exactly one ``end``/``cut``/``reset``;
-    every ``send`` step carries at least one byte.
-    """
-
-    status: int
-    reason: str
-    headers: Headers
-    framing: str
-    head_at_ns: int
-    steps: tuple[Step, ...]
-    text: str = ""
-
-    @property
-    def sends(self) -> tuple[Step, ...]:
-        return tuple(s for s in self.steps if s.kind == SEND)
-
-    @property
-    def pieces(self) -> list[bytes]:
-        return [s.data for s in self.steps if s.kind == SEND]
-
-    @property
-    def body(self) -> bytes:
-        """Every byte the schedule sends, joined."""
-        return b"".join(s.data for s in self.steps if s.kind == SEND)
-
-    @property
-    def ending(self) -> str:
-        """``end``, ``cut`` or ``reset``."""
-        return self.steps[-1].kind
-
-    @property
-    def duration_ns(self) -> int:
-        """When the last step happens."""
-        return self.steps[-1].at_ns if self.steps else self.head_at_ns
-
-    def header(self, name: str) -> str | None:
-        lname = name.lower()
-        for k, v in self.headers:
-            if k.lower() == lname:
-                return v
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One parsed ``chunk``/``latency``/``fault`` value: ``kind`` and numeric ``args``."""
-
-    kind: str
-    args: tuple[float, ...] = ()
-    text: str = ""
-
-    def __str__(self) -> str:
-        return self.text or self.kind
-
-
-# --------------------------------------------------------------------------
-# Presets and syntax
-
-PRESETS: dict[str, str] = {
-    "faithful": "chunk=recorded;latency=recorded",
-    "instant": "chunk=recorded;latency=instant",
-    # The harshest single profile: every byte its own piece, a keep-alive
-    # comment before every event, no waiting. The whole set is ADVERSARIAL.
-    "adversarial": "chunk=bytes:1;latency=instant;fault=keepalive:0",
-}
-
-ADVERSARIAL: dict[str, str] = {
-    "bytes-1": "chunk=bytes:1;latency=instant",
-    "random-1-16": "chunk=random:1-16;latency=instant",
-    "utf8-split": "chunk=utf8-split;latency=instant",
-    "events": "chunk=events;latency=instant",
-    "split-events": "chunk=split-events;latency=instant",
-    "crlf-split": "chunk=crlf-split;latency=instant",
-    "coalesce-50": "chunk=coalesce:50;latency=instant",
-    "whole": "chunk=whole;latency=instant",
-    "keepalive": "chunk=events;latency=instant;fault=keepalive:0",
-}
-"""Profiles every streaming client should survive with the same assembled answer.
-
-Each is also a preset named ``adversarial:<name>`` (e.g. ``adversarial:utf8-split``).
-"""
-
-SYNTAX = """\
-A profile is a preset name or key=value items separated by ';', e.g.
-  chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
-An item without '=' is a preset expanded in place (instant;fault=cut:50%).
-Later chunk/latency/seed items override earlier ones; fault items add up.
-
-chunk=      how the body is cut into pieces (joined, always the recorded body)
-  recorded        the recorded pieces (default)
-  bytes:N         N bytes per piece
-  random:A-B      random sizes from A to B bytes (seeded)
-  utf8-split      recorded pieces, plus a cut inside every multi-byte UTF-8 character
-  events          one SSE event / NDJSON line per piece
-  split-events    like events, and every event cut in the middle of its JSON
-  crlf-split      recorded pieces, plus a cut between every CR and its LF
-  coalesce:MS     join recorded pieces that arrived within MS of the group's first
-  whole           the whole body in one piece
-latency=    when pieces are sent
-  recorded        as recorded (default)
-  instant         everything at once
-  scale:F         recorded times multiplied by F
-  fixed:TTFT_MS:GAP_MS  first piece after TTFT_MS, then one every GAP_MS
-  jitter:MS       each piece up to MS later (seeded); never reorders
-fault=      (repeatable) events are counted from 1; comments do not count
-  cut:P% | cut:NB       close without the terminating chunk after P% / N bytes
-  reset:P% | reset:NB   abort with a TCP reset after P% / N bytes
-  cut-event:N     close without the terminating chunk right after event N (0: before any)
-  error-event:N   after event N, an error event in the format's own shape, then the end
-  stall:N:S       S seconds of silence before event N
-  keepalive:S     an SSE comment after every S seconds of silence (0: before every event)
-  drop-done       leave out data: [DONE]
-  status:CODE     fail before streaming: status CODE (400-599), an error body in the
-                  format's shape, Retry-After on 429 and 503
-  slow-headers:MS send the response head MS later (and everything after it)
-seed=N      seed for everything random (default 0): the same seed, the same schedule
-"""
-
-_CHUNKINGS = {
-    "recorded": 0,
-    "bytes": 1,
-    "random": 1,
-    "utf8-split": 0,
-    "events": 0,
-    "split-events": 0,
-    "crlf-split": 0,
-    "coalesce": 1,
-    "whole": 0,
-}
-_LATENCIES = {"recorded": 0, "instant": 0, "scale": 1, "fixed": 2, "jitter": 1}
-_FAULTS = {
-    "cut": 1,
-    "reset": 1,
-    "cut-event": 1,
-    "error-event": 1,
-    "stall": 2,
-    "keepalive": 1,
-    "drop-done": 0,
-    "status": 1,
-    "slow-headers": 1,
-}
-
-_NUM = r"\d+(?:\.\d*)?|\.\d+"
-
-
-class _Bad(Exception):
-    """A malformed value; the caller turns it into a ProfileError naming the item."""
-
-
-def _num(s: str, what: str, *, integer: bool = False, minimum: float = 0) -> float:
-    if not re.fullmatch(_NUM, s.strip()):
-        raise _Bad(f"{what} must be a {'whole ' if integer else ''}number, not {s!r}")
-    v = float(s)
-    if integer and v != int(v):
-        raise _Bad(f"{what} must be a whole number, not {s!r}")
-    if v < minimum:
-        raise _Bad(f"{what} must be at least {minimum:g}, not {s!r}")
-    return int(v) if integer else v
-
-
-def _split_value(value: str, table: dict[str, int], key: str) -> tuple[str, list[str]]:
-    name, _, rest = value.partition(":")
-    name = name.strip()
-    if name not in table:
-        raise _Bad(f"unknown {key} {name!r} (expected one of: {', '.join(table)})")
-    args = rest.split(":") if rest else []
-    if len(args) != table[name]:
-        if table[name] == 0:
-            raise _Bad(f"{key} {name!r} takes no argument")
-        raise _Bad(f"{key} {name!r} needs {table[name]} argument(s) separated by ':'")
-    return name, args
-
-
-def _parse_chunk(value: str) -> Item:
-    name, args = _split_value(value, _CHUNKINGS, "chunking")
-    if name == "bytes":
-        return Item(name, (_num(args[0], "bytes:N", integer=True, minimum=1),), value)
-    if name == "random":
-        m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", args[0])
-        if not m:
-            raise _Bad(f"random:A-B needs two whole numbers like 1-16, not {args[0]!r}")
-        a, b = int(m.group(1)), int(m.group(2))
-        if a < 1 or b < a:
-            raise _Bad(f"random:A-B needs 1 <= A <= B, not {args[0]!r}")
-        return Item(name, (a, b), value)
-    if name == "coalesce":
-        return Item(name, (_num(args[0], "coalesce:MS"),), value)
-    return Item(name, (), value)
-
-
-def _parse_latency(value: str) -> Item:
-    name, args = _split_value(value, _LATENCIES, "latency")
-    if name == "scale":
-        return Item(name, (_num(args[0], "scale:F"),), value)
-    if name == "fixed":
-        return Item(name, (_num(args[0], "fixed:TTFT_MS"), _num(args[1], "fixed:GAP_MS")), value)
-    if name == "jitter":
-        return Item(name, (_num(args[0], "jitter:MS"),), value)
-    return Item(name, (), value)
-
-
-def _parse_amount(s: str, what: str) -> tuple[float, float]:
-    """``P%`` -> (P, 0) as a percentage; ``NB`` -> (N, 1) as a byte count."""
-    s = s.strip()
-    if s.endswith("%"):
-        p = _num(s[:-1], f"{what}:P%")
-        if p > 100:
-            raise _Bad(f"{what}:P% must be at most 100, not {s!r}")
-        return p, 0
-    if s[-1:] in ("B", "b"):
-        return _num(s[:-1], f"{what}:NB", integer=True), 1
-    raise _Bad(f"{what} needs P% or NB (a percentage or a byte count like 100B), not {s!r}")
-
-
-def _parse_fault(value: str) -> Item:
-    name, args = _split_value(value, _FAULTS, "fault")
-    if name in ("cut", "reset"):
-        return Item(name, _parse_amount(args[0], name), value)
-    if name in ("cut-event", "error-event"):
-        return Item(name, (_num(args[0], f"{name}:N", integer=True),), value)
-    if name == "stall":
-        n = _num(args[0], "stall:N", integer=True, minimum=1)
-        return Item(name, (n, _num(args[1], "stall:S")), value)
-    if name == "keepalive":
-        return Item(name, (_num(args[0], "keepalive:S"),), value)
-    if name == "status":
-        code = _num(args[0], "status:CODE", integer=True)
-        if not 400 <= code <= 599:
-            raise _Bad(f"status:CODE must be an error status 400-599, not {args[0]!r}")
-        return Item(name, (code,), value)
-    if name == "slow-headers":
-        return Item(name, (_num(args[0], "slow-headers:MS"),), value)
-    return Item(name, (), value)
-
-
-def _expand(text: str, depth: int = 0) -> list[tuple[str, str]]:
-    """Profile text -> (item text, preset-or-user text) pairs with presets expanded."""
-    out: list[tuple[str, str]] = []
-    for raw in text.split(";"):
-        item = raw.strip()
-        if not item:
-            continue
-        if "=" not in item:
-            name = item.lower()
-            sub = PRESETS.get(name)
-            if sub is None and name.startswith("adversarial:"):
-                sub = ADVERSARIAL.get(name.partition(":")[2])
-            if sub is None or depth > 3:
-                known = [*PRESETS, *(f"adversarial:{n}" for n in ADVERSARIAL)]
-                raise ProfileError(
-                    f"profile {text!r}: unknown preset {item!r} "
-                    f"(presets: {', '.join(known)}; or key=value items, see 'streamtape profiles')"
-                )
-            out.extend(_expand(sub, depth + 1))
-        else:
-            out.append((item, text))
-    return out
-
-
-def parse_profile(text: str) -> Profile:
-    """A preset name or ``k=v;k=v`` items. Raises :class:`ProfileError` naming the bad item."""
-    if not isinstance(text, str):
-        raise ProfileError(f"profile must be text, not {type(text).__name__}")
-    stripped = text.strip()
-    if not stripped:
-        raise ProfileError("empty profile (use a preset such as 'faithful', or key=value items)")
-    chunk = Item("recorded")
-    latency = Item("recorded")
-    faults: list[Item] = []
-    seed: int | None = None
-    for item, _src in _expand(stripped):
-        key, _, value = item.partition("=")
-        key = key.strip().lower()
-        value = value.strip()
-        try:
-            if not value:
-                raise _Bad("has no value")
-            if key == "chunk":
-                chunk = _parse_chunk(value)
-            elif key == "latency":
-                latency = _parse_latency(value)
-            elif key == "fault":
-                faults.append(_parse_fault(value))
-            elif key == "seed":
-                if not re.fullmatch(r"-?\d+", value):
-                    raise _Bad(f"seed must be a whole number, not {value!r}")
-                seed = int(value)
-            else:
-                raise _Bad(f"unknown key {key!r} (expected chunk, latency, fault or seed)")
-        except _Bad as e:
-            raise ProfileError(f"profile {stripped!r}: bad item {item!r}: {e}") from None
-    return Profile(text=stripped, chunk=chunk, latency=latency, faults=tuple(faults), seed=seed)
-
-
-# --------------------------------------------------------------------------
-# Scheduling
+"""The message of the error event the ``error-event`` fault inserts."""
 
 
 @dataclass(slots=True)
@@ -433,8 +77,8 @@ class _Piece:
 class _Events:
     """Event spans of a body: all spans, and the counted (non-comment) ones."""
 
-    spans: tuple  # tuple[Span, ...]
-    counted: tuple
+    spans: tuple[Span, ...]
+    counted: tuple[Span, ...]
     wire: str
 
 
@@ -446,8 +90,6 @@ def _events_of(ix: Interaction, body: bytes) -> _Events | None:
     enc = (resp.header("content-encoding") or "identity").strip().lower()
     if enc not in ("", "identity"):
         return None
-    from .shapes import event_spans, wire_of
-
     wire = wire_of(ix)
     if wire not in ("sse", "ndjson"):
         return None
@@ -470,7 +112,7 @@ def _boundaries_to_pieces(
     """Pieces between sorted cut offsets; each sent when its last byte was recorded."""
     n = len(body)
     points = sorted({c for c in cuts if 0 < c < n} | {0, n})
-    out = []
+    out: list[_Piece] = []
     for a, b in itertools.pairwise(points):
         k = bisect.bisect_right(ends, b - 1)
         out.append(_Piece(times[min(k, len(times) - 1)], a, b, body[a:b]))
@@ -492,15 +134,15 @@ _UTF8_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
 
 @dataclass(frozen=True)
 class Profile:
-    """A parsed profile. Build with :func:`parse_profile`."""
+    """A parsed profile. Build with :func:`~streamtape.profiles.parse_profile`."""
 
     text: str
-    chunk: Item = field(default_factory=lambda: Item("recorded"))
-    latency: Item = field(default_factory=lambda: Item("recorded"))
+    chunk: Item = field(default_factory=lambda: Item(ChunkKind.RECORDED))
+    latency: Item = field(default_factory=lambda: Item(LatencyKind.RECORDED))
     faults: tuple[Item, ...] = ()
     seed: int | None = None
 
-    def fault(self, kind: str) -> Item | None:
+    def fault(self, kind: FaultKind) -> Item | None:
         """The last fault item of ``kind``, or None."""
         for f in reversed(self.faults):
             if f.kind == kind:
@@ -509,7 +151,7 @@ class Profile:
 
     @property
     def is_instant(self) -> bool:
-        return self.latency.kind == "instant"
+        return self.latency.kind == LatencyKind.INSTANT
 
     def schedule(self, ix: Interaction, seed: int | None = None) -> Schedule:
         """The schedule for ``ix``. Pure; ``seed`` (else the profile's, else 0) seeds randomness.
@@ -520,16 +162,18 @@ class Profile:
         """
         if seed is None:
             seed = self.seed if self.seed is not None else 0
-        return _Scheduler(self, ix, seed).run()
+        return _ScheduleBuilder(self, ix, seed).run()
 
 
-class _Scheduler:
+class _ScheduleBuilder:
+    """One profile applied to one interaction: the pipeline of :meth:`Profile.schedule`."""
+
     def __init__(self, profile: Profile, ix: Interaction, seed: int) -> None:
         self.p = profile
         self.ix = ix
         self.seed = seed
         self.text = profile.text
-        self._events: _Events | bool | None = False  # False: not computed yet
+        self.body = ix.response.body if ix.response is not None else b""
 
     def rng(self, purpose: str) -> random.Random:
         return random.Random(f"{self.seed}:{purpose}")
@@ -537,26 +181,23 @@ class _Scheduler:
     def err(self, item: Item, message: str) -> ProfileError:
         return ProfileError(f"profile {self.text!r}: fault {str(item)!r}: {message}")
 
-    @property
+    @functools.cached_property
     def events(self) -> _Events | None:
-        if self._events is False:
-            self._events = _events_of(self.ix, self.body)
-        return self._events  # type: ignore[return-value]
+        return _events_of(self.ix, self.body)
 
     # -- pipeline ---------------------------------------------------------------
 
     def run(self) -> Schedule:
         ix = self.ix
         resp = ix.response
-        status_fault = self.p.fault("status")
+        status_fault = self.p.fault(FaultKind.STATUS)
         if status_fault is not None:
             return self.status_schedule(status_fault)
         if resp is None:
             head, _, end = self.latency(0, [], ix.end_ns or 0)
             head += self.slow_headers()
             end = max(end + self.slow_headers(), head)
-            return Schedule(0, "", (), NO_HEAD, head, (Step(end, CUT),), self.text)
-        self.body = resp.body
+            return Schedule(0, "", (), Framing.NONE, head, (Step(end, StepKind.CUT),), self.text)
         chunks = [c for c in resp.chunks if c.data]
         ends: list[int] = []
         pos = 0
@@ -574,31 +215,30 @@ class _Scheduler:
             p.at = max(t, head)
         end = max(end, pieces[-1].at if pieces else head, head)
 
-        terminal = END if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED) else CUT
+        terminal = StepKind.END if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED) else StepKind.CUT
         terminal_offset = len(self.body)
         extra: list[_Piece] = []
 
-        if self.p.fault("drop-done") is not None:
+        if self.p.fault(FaultKind.DROP_DONE) is not None:
             pieces = self.drop_done(pieces)
 
         trunc = self.truncation()
         if trunc is not None:
             kind, offset, _item = trunc
-            kept = []
+            kept: list[_Piece] = []
             for p in pieces:
                 if p.end <= offset:
                     kept.append(p)
                 elif p.start < offset:
                     kept.append(_Piece(p.at, p.start, offset, p.data[: offset - p.start]))
             at = kept[-1].at if kept else head
-            if kind == "error-event":
-                shape = _shapes("detect_shape")(ix)
-                data = _shapes("error_event")(shape, ERROR_MESSAGE)
+            if kind == FaultKind.ERROR_EVENT:
+                data = error_event(detect_shape(ix), ERROR_MESSAGE)
                 if data:
                     extra.append(_Piece(at, offset, offset, data))
-                terminal = END
+                terminal = StepKind.END
             else:
-                terminal = RESET if kind == "reset" else CUT
+                terminal = StepKind.RESET if kind == FaultKind.RESET else StepKind.CUT
             pieces = kept
             end = at
             terminal_offset = offset
@@ -606,11 +246,11 @@ class _Scheduler:
         pieces.extend(extra)
         term = _Piece(end, terminal_offset, terminal_offset, b"")
 
-        stall = self.p.fault("stall")
+        stall = self.p.fault(FaultKind.STALL)
         if stall is not None:
             pieces, term = self.stall(stall, pieces, term)
 
-        keepalive = self.p.fault("keepalive")
+        keepalive = self.p.fault(FaultKind.KEEPALIVE)
         if keepalive is not None:
             pieces = self.keepalive(keepalive, head, pieces, term)
 
@@ -622,38 +262,39 @@ class _Scheduler:
             if not p.data:
                 continue
             last = max(last, p.at + slow)
-            steps.append(Step(last, SEND, p.data))
+            steps.append(Step(last, StepKind.SEND, p.data))
         steps.append(Step(max(last, term.at + slow), terminal))
         sent = sum(len(s.data) for s in steps)
-        framing, headers = self.headers(resp.framing, terminal, sent)
+        framing = replay_framing(resp.framing)
         return Schedule(
             resp.status,
-            resp.reason or _reason(resp.status),
-            headers,
+            resp.reason or reason_phrase(resp.status),
+            tuple(end_to_end(resp.headers)),
             framing,
             head,
             tuple(steps),
             self.text,
+            self.content_length(framing, terminal, sent),
         )
 
     # -- chunking ---------------------------------------------------------------
 
-    def chunk(self, chunks: list, ends: list[int], times: list[int]) -> list[_Piece]:
+    def chunk(self, chunks: Sequence[Chunk], ends: list[int], times: list[int]) -> list[_Piece]:
         body = self.body
         if not body:
             return []
         kind = self.p.chunk.kind
         args = self.p.chunk.args
         recorded = ends[:-1]
-        if kind == "recorded":
+        if kind == ChunkKind.RECORDED:
             return [
                 _Piece(c.at_ns, e - len(c.data), e, c.data)
                 for c, e in zip(chunks, ends, strict=True)
             ]
-        if kind == "bytes":
+        if kind == ChunkKind.BYTES:
             n = int(args[0])
             cuts: Sequence[int] = range(n, len(body), n)
-        elif kind == "random":
+        elif kind == ChunkKind.RANDOM:
             a, b = int(args[0]), int(args[1])
             rng = self.rng("chunk")
             cuts = []
@@ -663,11 +304,11 @@ class _Scheduler:
                 if pos >= len(body):
                     break
                 cuts.append(pos)
-        elif kind == "utf8-split":
+        elif kind == ChunkKind.UTF8_SPLIT:
             cuts = [*recorded, *(m.end() for m in _UTF8_LEAD.finditer(body))]
-        elif kind == "crlf-split":
+        elif kind == ChunkKind.CRLF_SPLIT:
             cuts = [*recorded, *(m.start() + 1 for m in re.finditer(rb"\r\n", body))]
-        elif kind in ("events", "split-events"):
+        elif kind in (ChunkKind.EVENTS, ChunkKind.SPLIT_EVENTS):
             ev = self.events
             if ev is None:
                 spans = [(0, len(body), "event")]
@@ -677,9 +318,9 @@ class _Scheduler:
             for start, end, skind in spans:
                 cuts.append(start)
                 cuts.append(end)
-                if kind == "split-events" and skind != "comment" and end - start > 1:
+                if kind == ChunkKind.SPLIT_EVENTS and skind != "comment" and end - start > 1:
                     cuts.append(_json_mid(body, start, end))
-        elif kind == "coalesce":
+        elif kind == ChunkKind.COALESCE:
             window = int(args[0] * _MS)
             cuts = []
             group_first = None
@@ -688,7 +329,7 @@ class _Scheduler:
                     if i:
                         cuts.append(ends[i - 1])
                     group_first = c.at_ns
-        elif kind == "whole":
+        elif kind == ChunkKind.WHOLE:
             cuts = []
         else:  # pragma: no cover - parse_profile only builds known kinds
             raise ProfileError(f"profile {self.text!r}: unknown chunking {kind!r}")
@@ -699,20 +340,20 @@ class _Scheduler:
     def latency(self, head: int, ts: list[int], end: int) -> tuple[int, list[int], int]:
         kind = self.p.latency.kind
         args = self.p.latency.args
-        if kind == "recorded":
+        if kind == LatencyKind.RECORDED:
             return head, list(ts), end
-        if kind == "instant":
+        if kind == LatencyKind.INSTANT:
             return 0, [0] * len(ts), 0
-        if kind == "scale":
+        if kind == LatencyKind.SCALE:
             f = args[0]
             return round(head * f), [round(t * f) for t in ts], round(end * f)
-        if kind == "fixed":
+        if kind == LatencyKind.FIXED:
             ttft, gap = int(args[0] * _MS), int(args[1] * _MS)
             out = [ttft + i * gap for i in range(len(ts))]
             return 0, out, out[-1] if out else 0
-        if kind == "jitter":
+        if kind == LatencyKind.JITTER:
             ms = int(args[0] * _MS)
-            rng = self.rng("jitter")
+            rng = self.rng(LatencyKind.JITTER)
             out = []
             prev = head
             for t in ts:
@@ -728,7 +369,7 @@ class _Scheduler:
         if ev is None:
             return pieces
         for span in (s for s in ev.spans if s.kind == "done"):
-            out = []
+            out: list[_Piece] = []
             for p in pieces:
                 if p.end <= span.start or p.start >= span.end:
                     out.append(p)
@@ -749,19 +390,19 @@ class _Scheduler:
             return ev.counted[0].start if ev.counted else 0
         return ev.counted[n - 1].end
 
-    def truncation(self) -> tuple[str, int, Item] | None:
-        best: tuple[str, int, Item] | None = None
-        n = len(self.body)
+    def truncation(self) -> tuple[FaultKind, int, Item] | None:
+        """The earliest of the cut / reset / cut-event / error-event faults: (kind, offset, item)."""
+        best: tuple[FaultKind, int, Item] | None = None
         for f in self.p.faults:
-            if f.kind in ("cut", "reset"):
-                amount, is_bytes = f.args
-                offset = min(int(amount), n) if is_bytes else int(n * amount // 100)
-            elif f.kind in ("cut-event", "error-event"):
+            if f.kind in (FaultKind.CUT, FaultKind.RESET):
+                assert f.amount is not None, "parse_profile gives cut and reset an amount"
+                offset = f.amount.offset_in(len(self.body))
+            elif f.kind in (FaultKind.CUT_EVENT, FaultKind.ERROR_EVENT):
                 offset = self.event_end(f, int(f.args[0]))
             else:
                 continue
             if best is None or offset < best[1]:
-                best = (f.kind, offset, f)
+                best = (FaultKind(f.kind), offset, f)
         return best
 
     def stall(self, item: Item, pieces: list[_Piece], term: _Piece) -> tuple[list[_Piece], _Piece]:
@@ -771,7 +412,7 @@ class _Scheduler:
             raise self.err(item, f"the response has only {len(ev.counted)} events")
         y = ev.counted[n - 1].start
         delay = int(seconds * _S)
-        out = []
+        out: list[_Piece] = []
         for p in pieces:
             if p.start < y < p.end:
                 out.append(_Piece(p.at, p.start, y, p.data[: y - p.start]))
@@ -817,11 +458,10 @@ class _Scheduler:
         return out
 
     def slow_headers(self) -> int:
-        f = self.p.fault("slow-headers")
+        f = self.p.fault(FaultKind.SLOW_HEADERS)
         return int(f.args[0] * _MS) if f is not None else 0
 
     def status_schedule(self, item: Item) -> Schedule:
-        detect_shape, error_body = _shapes("detect_shape"), _shapes("error_body")
         code = int(item.args[0])
         ix = self.ix
         shape = detect_shape(ix) if ix.response is not None else "raw"
@@ -832,79 +472,24 @@ class _Scheduler:
         headers: list[tuple[str, str]] = [("Content-Type", ctype)]
         if code in (429, 503):
             headers.append(("Retry-After", "1"))
-        headers.append(("Content-Length", str(len(body))))
-        steps = [Step(head, SEND, body)] if body else []
-        steps.append(Step(head, END))
+        steps = [Step(head, StepKind.SEND, body)] if body else []
+        steps.append(Step(head, StepKind.END))
         return Schedule(
-            code, _reason(code), tuple(headers), CONTENT_LENGTH, head, tuple(steps), self.text
+            code, reason_phrase(code), tuple(headers), Framing.CONTENT_LENGTH, head, tuple(steps),
+            self.text, len(body),
         )
 
-    def headers(self, framing: str, terminal: str, sent: int) -> tuple[str, Headers]:
+    def content_length(self, framing: Framing, terminal: StepKind, sent: int) -> int | None:
+        """The length a ``content-length`` response declares; None on other framings."""
+        if framing != Framing.CONTENT_LENGTH:
+            return None
         resp = self.ix.response
         assert resp is not None
-        recorded_length = resp.header("content-length")
-        kept = [(k, v) for k, v in resp.headers if k.lower() not in HOP_BY_HOP]
-        if framing == FRAMES:
-            framing = CHUNKED
-        if framing == CHUNKED:
-            kept.append(("Transfer-Encoding", "chunked"))
-        elif framing == CONTENT_LENGTH:
-            no_body = self.ix.request.method.upper() == "HEAD" or resp.status in (204, 304)
-            if no_body and recorded_length is not None:
-                length = recorded_length.strip()  # the length of the body not sent
-            elif terminal == END:
-                length = str(sent)
-            else:  # a cut: declare more than is sent, so the client sees a short body
-                rec = (recorded_length or "").strip()
-                length = str(max(int(rec) if rec.isdigit() else 0, sent + 1))
-            kept.append(("Content-Length", length))
-        elif framing != CLOSE_DELIMITED:
-            framing = CHUNKED
-            kept.append(("Transfer-Encoding", "chunked"))
-        return framing, tuple(kept)
-
-
-# Hop-by-hop headers (RFC 9110 7.6.1) and the framing headers a replayer owns.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-    }
-)
-
-
-def _shapes(name: str) -> Any:
-    """A function from :mod:`streamtape.shapes` (imported late: shapes imports cassette)."""
-    from . import shapes
-
-    fn = getattr(shapes, name, None)
-    if fn is None:
-        raise ProfileError(f"this profile needs streamtape.shapes.{name}, which is not available")
-    return fn
-
-
-def _reason(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return ""
-
-
-# Public helper for drivers and tests.
-def describe(profile: Profile) -> str:
-    """One line: the profile's effective chunking, latency, faults and seed."""
-    parts = [f"chunk={profile.chunk}", f"latency={profile.latency}"]
-    parts += [f"fault={f}" for f in profile.faults]
-    if profile.seed is not None:
-        parts.append(f"seed={profile.seed}")
-    return ";".join(parts)
-
+        recorded = (resp.header("content-length") or "").strip()
+        recorded_n = int(recorded) if recorded.isdigit() else None
+        if has_no_body(resp.status, self.ix.request.method) and recorded_n is not None:
+            return recorded_n  # the length of the body not sent
+        if terminal == StepKind.END:
+            return sent
+        # A cut: declare more than is sent, so the client sees a short body.
+        return max(recorded_n or 0, sent + 1)

@@ -1,0 +1,202 @@
+"""The values profiles are made of and produce: vocabularies, items, steps, schedules.
+
+Parsing (:mod:`.parse`) builds :class:`Item` values; scheduling
+(:mod:`.schedule`) turns a profile and an interaction into a
+:class:`Schedule` of :class:`Step` values. Both import their words from
+here, so a chunking, latency, fault or step kind is spelt once. Every
+vocabulary is a :class:`~enum.StrEnum` whose values are the strings of the
+profile syntax (``ChunkKind.UTF8_SPLIT == "utf8-split"``), so text and
+enum compare equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..cassette import Headers
+from ..wire import Framing, framing_headers, header_value
+
+__all__ = [
+    "Amount",
+    "ChunkKind",
+    "FaultKind",
+    "Item",
+    "LatencyKind",
+    "Schedule",
+    "Step",
+    "StepKind",
+    "Unit",
+]
+
+
+# --------------------------------------------------------------------------- vocabularies
+
+
+class ChunkKind(StrEnum):
+    """``chunk=``: how the body is cut into pieces."""
+
+    RECORDED = "recorded"
+    BYTES = "bytes"
+    RANDOM = "random"
+    UTF8_SPLIT = "utf8-split"
+    EVENTS = "events"
+    SPLIT_EVENTS = "split-events"
+    CRLF_SPLIT = "crlf-split"
+    COALESCE = "coalesce"
+    WHOLE = "whole"
+
+
+class LatencyKind(StrEnum):
+    """``latency=``: when the pieces are sent."""
+
+    RECORDED = "recorded"
+    INSTANT = "instant"
+    SCALE = "scale"
+    FIXED = "fixed"
+    JITTER = "jitter"
+
+
+class FaultKind(StrEnum):
+    """``fault=``: what goes wrong on purpose."""
+
+    CUT = "cut"
+    RESET = "reset"
+    CUT_EVENT = "cut-event"
+    ERROR_EVENT = "error-event"
+    STALL = "stall"
+    KEEPALIVE = "keepalive"
+    DROP_DONE = "drop-done"
+    STATUS = "status"
+    SLOW_HEADERS = "slow-headers"
+
+
+class Unit(StrEnum):
+    """The unit of a ``cut``/``reset`` amount: ``50%`` of the body or ``100B``."""
+
+    PERCENT = "%"
+    BYTES = "B"
+
+
+class StepKind(StrEnum):
+    """What a driver does at a :class:`Step`'s time. Only the last step is not ``send``."""
+
+    SEND = "send"
+    """Write the step's bytes as one piece (one HTTP chunk on chunked framing)."""
+    END = "end"
+    """Finish cleanly (the last chunk; the close on close-delimited framing)."""
+    CUT = "cut"
+    """Close the connection without finishing (no last chunk, a short body)."""
+    RESET = "reset"
+    """Abort the connection with a TCP RST."""
+
+
+# --------------------------------------------------------------------------- items
+
+
+@dataclass(frozen=True, slots=True)
+class Amount:
+    """Where a ``cut``/``reset`` fault strikes: ``value`` percent of the body, or bytes."""
+
+    value: float
+    unit: Unit
+
+    def offset_in(self, body_length: int) -> int:
+        """The body offset this amount names, within ``[0, body_length]``."""
+        if self.unit is Unit.BYTES:
+            return min(int(self.value), body_length)
+        return int(body_length * self.value // 100)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One parsed ``chunk``/``latency``/``fault`` value.
+
+    ``args`` are its numbers in the order of the syntax (``stall:N:S`` ->
+    ``(N, S)``); ``amount`` is set for ``cut`` and ``reset`` only. ``text``
+    is the value as written, for messages.
+    """
+
+    kind: ChunkKind | LatencyKind | FaultKind
+    args: tuple[float, ...] = ()
+    text: str = ""
+    amount: Amount | None = None
+
+    def __str__(self) -> str:
+        return self.text or str(self.kind)
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing a driver does at ``at_ns`` (absolute, from t0 = request received)."""
+
+    at_ns: int
+    kind: StepKind
+    data: bytes = b""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Everything a driver needs to play one response.
+
+    ``end_to_end`` are the response's own headers: the recording's, minus
+    hop-by-hop and framing headers. ``headers`` adds the framing headers for
+    ``framing`` and ``content_length`` (from :func:`streamtape.wire.framing_headers`,
+    their one owner): what an HTTP/1.1 client receives. A driver that sends
+    another framing (an HTTP/1.0 client, a ``HEAD`` request) builds its head
+    from ``end_to_end`` with :func:`streamtape.wire.response_head`.
+
+    ``framing`` is ``chunked``, ``content-length``, ``close-delimited``, or
+    ``none`` (status 0: the recording has no response head; send nothing).
+    HTTP/2 recordings (framing ``frames``) replay as ``chunked``.
+    ``content_length`` is the length to declare on ``content-length``
+    framing: the bytes sent, or more when the schedule cuts the body short
+    (the client must see a short body), or the recorded length for a
+    response without a body. ``steps`` are in time order and end with
+    exactly one ``end``/``cut``/``reset``; every ``send`` step carries at
+    least one byte.
+    """
+
+    status: int
+    reason: str
+    end_to_end: Headers
+    framing: Framing
+    head_at_ns: int
+    steps: tuple[Step, ...]
+    text: str = ""
+    content_length: int | None = None
+
+    @property
+    def headers(self) -> Headers:
+        """The headers an HTTP/1.1 client receives: ``end_to_end`` plus the framing headers."""
+        return self.end_to_end + tuple(framing_headers(self.framing, self.content_length))
+
+    @property
+    def sends(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.kind == StepKind.SEND)
+
+    @property
+    def pieces(self) -> list[bytes]:
+        return [s.data for s in self.steps if s.kind == StepKind.SEND]
+
+    @property
+    def body(self) -> bytes:
+        """Every byte the schedule sends, joined."""
+        return b"".join(s.data for s in self.steps if s.kind == StepKind.SEND)
+
+    @property
+    def ending(self) -> StepKind:
+        """``end``, ``cut`` or ``reset``."""
+        return self.steps[-1].kind
+
+    @property
+    def duration_ns(self) -> int:
+        """When the last step happens."""
+        return self.steps[-1].at_ns if self.steps else self.head_at_ns
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` among :attr:`headers` (case-insensitive)."""
+        return header_value(self.headers, name)

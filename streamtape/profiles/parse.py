@@ -1,0 +1,284 @@
+"""Parsing profile text into a :class:`~.schedule.Profile`. Pure code, no I/O.
+
+Profile text is a preset name, or ``key=value`` items separated by ``;``::
+
+    chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
+
+An item without ``=`` is a preset name expanded in place
+(``instant;fault=cut:50%``). Later ``chunk``/``latency``/``seed`` items
+override earlier ones; ``fault`` items add up. :data:`SYNTAX` is the
+reference a user reads (``streamtape profiles``); every malformed item
+raises one :class:`~streamtape.errors.ProfileError` naming the profile and
+the item.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import TypeVar
+
+from ..errors import ProfileError
+from .model import Amount, ChunkKind, FaultKind, Item, LatencyKind, Unit
+from .schedule import Profile
+
+__all__ = ["ADVERSARIAL", "PRESETS", "SYNTAX", "describe", "parse_profile"]
+
+# --------------------------------------------------------------------------
+# Presets and syntax
+
+PRESETS: dict[str, str] = {
+    "faithful": "chunk=recorded;latency=recorded",
+    "instant": "chunk=recorded;latency=instant",
+    # The harshest single profile: every byte its own piece, a keep-alive
+    # comment before every event, no waiting. The whole set is ADVERSARIAL.
+    "adversarial": "chunk=bytes:1;latency=instant;fault=keepalive:0",
+}
+
+ADVERSARIAL: dict[str, str] = {
+    "bytes-1": "chunk=bytes:1;latency=instant",
+    "random-1-16": "chunk=random:1-16;latency=instant",
+    "utf8-split": "chunk=utf8-split;latency=instant",
+    "events": "chunk=events;latency=instant",
+    "split-events": "chunk=split-events;latency=instant",
+    "crlf-split": "chunk=crlf-split;latency=instant",
+    "coalesce-50": "chunk=coalesce:50;latency=instant",
+    "whole": "chunk=whole;latency=instant",
+    "keepalive": "chunk=events;latency=instant;fault=keepalive:0",
+}
+"""Profiles every streaming client should survive with the same assembled answer.
+
+Each is also a preset named ``adversarial:<name>`` (e.g. ``adversarial:utf8-split``).
+"""
+
+SYNTAX = """\
+A profile is a preset name or key=value items separated by ';', e.g.
+  chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
+An item without '=' is a preset expanded in place (instant;fault=cut:50%).
+Later chunk/latency/seed items override earlier ones; fault items add up.
+
+chunk=      how the body is cut into pieces (joined, always the recorded body)
+  recorded        the recorded pieces (default)
+  bytes:N         N bytes per piece
+  random:A-B      random sizes from A to B bytes (seeded)
+  utf8-split      recorded pieces, plus a cut inside every multi-byte UTF-8 character
+  events          one SSE event / NDJSON line per piece
+  split-events    like events, and every event cut in the middle of its JSON
+  crlf-split      recorded pieces, plus a cut between every CR and its LF
+  coalesce:MS     join recorded pieces that arrived within MS of the group's first
+  whole           the whole body in one piece
+latency=    when pieces are sent
+  recorded        as recorded (default)
+  instant         everything at once
+  scale:F         recorded times multiplied by F
+  fixed:TTFT_MS:GAP_MS  first piece after TTFT_MS, then one every GAP_MS
+  jitter:MS       each piece up to MS later (seeded); never reorders
+fault=      (repeatable) events are counted from 1; comments do not count
+  cut:P% | cut:NB       close without the terminating chunk after P% / N bytes
+  reset:P% | reset:NB   abort with a TCP reset after P% / N bytes
+  cut-event:N     close without the terminating chunk right after event N (0: before any)
+  error-event:N   after event N, an error event in the format's own shape, then the end
+  stall:N:S       S seconds of silence before event N
+  keepalive:S     an SSE comment after every S seconds of silence (0: before every event)
+  drop-done       leave out data: [DONE]
+  status:CODE     fail before streaming: status CODE (400-599), an error body in the
+                  format's shape, Retry-After on 429 and 503
+  slow-headers:MS send the response head MS later (and everything after it)
+seed=N      seed for everything random (default 0): the same seed, the same schedule
+"""
+
+# How many ':'-separated arguments each kind takes.
+_CHUNK_ARITY: Mapping[ChunkKind, int] = {
+    ChunkKind.RECORDED: 0,
+    ChunkKind.BYTES: 1,
+    ChunkKind.RANDOM: 1,
+    ChunkKind.UTF8_SPLIT: 0,
+    ChunkKind.EVENTS: 0,
+    ChunkKind.SPLIT_EVENTS: 0,
+    ChunkKind.CRLF_SPLIT: 0,
+    ChunkKind.COALESCE: 1,
+    ChunkKind.WHOLE: 0,
+}
+_LATENCY_ARITY: Mapping[LatencyKind, int] = {
+    LatencyKind.RECORDED: 0,
+    LatencyKind.INSTANT: 0,
+    LatencyKind.SCALE: 1,
+    LatencyKind.FIXED: 2,
+    LatencyKind.JITTER: 1,
+}
+_FAULT_ARITY: Mapping[FaultKind, int] = {
+    FaultKind.CUT: 1,
+    FaultKind.RESET: 1,
+    FaultKind.CUT_EVENT: 1,
+    FaultKind.ERROR_EVENT: 1,
+    FaultKind.STALL: 2,
+    FaultKind.KEEPALIVE: 1,
+    FaultKind.DROP_DONE: 0,
+    FaultKind.STATUS: 1,
+    FaultKind.SLOW_HEADERS: 1,
+}
+
+_K = TypeVar("_K", bound=StrEnum)
+
+_NUM = r"\d+(?:\.\d*)?|\.\d+"
+
+
+class _Bad(Exception):
+    """A malformed value; the caller turns it into a ProfileError naming the item."""
+
+
+def _num(s: str, what: str, *, integer: bool = False, minimum: float = 0) -> float:
+    if not re.fullmatch(_NUM, s.strip()):
+        raise _Bad(f"{what} must be a {'whole ' if integer else ''}number, not {s!r}")
+    v = float(s)
+    if integer and v != int(v):
+        raise _Bad(f"{what} must be a whole number, not {s!r}")
+    if v < minimum:
+        raise _Bad(f"{what} must be at least {minimum:g}, not {s!r}")
+    return int(v) if integer else v
+
+
+def _split_value(value: str, arity: Mapping[_K, int], key: str) -> tuple[_K, list[str]]:
+    name, _, rest = value.partition(":")
+    name = name.strip()
+    kind = next((k for k in arity if k == name), None)
+    if kind is None:
+        raise _Bad(f"unknown {key} {name!r} (expected one of: {', '.join(arity)})")
+    args = rest.split(":") if rest else []
+    if len(args) != arity[kind]:
+        if arity[kind] == 0:
+            raise _Bad(f"{key} {name!r} takes no argument")
+        raise _Bad(f"{key} {name!r} needs {arity[kind]} argument(s) separated by ':'")
+    return kind, args
+
+
+def _parse_chunk(value: str) -> Item:
+    kind, args = _split_value(value, _CHUNK_ARITY, "chunking")
+    if kind is ChunkKind.BYTES:
+        return Item(kind, (_num(args[0], "bytes:N", integer=True, minimum=1),), value)
+    if kind is ChunkKind.RANDOM:
+        m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", args[0])
+        if not m:
+            raise _Bad(f"random:A-B needs two whole numbers like 1-16, not {args[0]!r}")
+        a, b = int(m.group(1)), int(m.group(2))
+        if a < 1 or b < a:
+            raise _Bad(f"random:A-B needs 1 <= A <= B, not {args[0]!r}")
+        return Item(kind, (a, b), value)
+    if kind is ChunkKind.COALESCE:
+        return Item(kind, (_num(args[0], "coalesce:MS"),), value)
+    return Item(kind, (), value)
+
+
+def _parse_latency(value: str) -> Item:
+    kind, args = _split_value(value, _LATENCY_ARITY, "latency")
+    if kind is LatencyKind.SCALE:
+        return Item(kind, (_num(args[0], "scale:F"),), value)
+    if kind is LatencyKind.FIXED:
+        return Item(kind, (_num(args[0], "fixed:TTFT_MS"), _num(args[1], "fixed:GAP_MS")), value)
+    if kind is LatencyKind.JITTER:
+        return Item(kind, (_num(args[0], "jitter:MS"),), value)
+    return Item(kind, (), value)
+
+
+def _parse_amount(s: str, what: str) -> Amount:
+    """``P%`` -> a percentage of the body; ``NB`` -> a byte count."""
+    s = s.strip()
+    if s.endswith("%"):
+        p = _num(s[:-1], f"{what}:P%")
+        if p > 100:
+            raise _Bad(f"{what}:P% must be at most 100, not {s!r}")
+        return Amount(p, Unit.PERCENT)
+    if s[-1:] in ("B", "b"):
+        return Amount(_num(s[:-1], f"{what}:NB", integer=True), Unit.BYTES)
+    raise _Bad(f"{what} needs P% or NB (a percentage or a byte count like 100B), not {s!r}")
+
+
+def _parse_fault(value: str) -> Item:
+    kind, args = _split_value(value, _FAULT_ARITY, "fault")
+    if kind in (FaultKind.CUT, FaultKind.RESET):
+        amount = _parse_amount(args[0], kind)
+        return Item(kind, (amount.value,), value, amount)
+    if kind in (FaultKind.CUT_EVENT, FaultKind.ERROR_EVENT):
+        return Item(kind, (_num(args[0], f"{kind}:N", integer=True),), value)
+    if kind is FaultKind.STALL:
+        n = _num(args[0], "stall:N", integer=True, minimum=1)
+        return Item(kind, (n, _num(args[1], "stall:S")), value)
+    if kind is FaultKind.KEEPALIVE:
+        return Item(kind, (_num(args[0], "keepalive:S"),), value)
+    if kind is FaultKind.STATUS:
+        code = _num(args[0], "status:CODE", integer=True)
+        if not 400 <= code <= 599:
+            raise _Bad(f"status:CODE must be an error status 400-599, not {args[0]!r}")
+        return Item(kind, (code,), value)
+    if kind is FaultKind.SLOW_HEADERS:
+        return Item(kind, (_num(args[0], "slow-headers:MS"),), value)
+    return Item(kind, (), value)
+
+
+def _expand(text: str, depth: int = 0) -> list[str]:
+    """Profile text -> its ``key=value`` items, presets expanded in place."""
+    out: list[str] = []
+    for raw in text.split(";"):
+        item = raw.strip()
+        if not item:
+            continue
+        if "=" not in item:
+            name = item.lower()
+            sub = PRESETS.get(name)
+            if sub is None and name.startswith("adversarial:"):
+                sub = ADVERSARIAL.get(name.partition(":")[2])
+            if sub is None or depth > 3:
+                known = [*PRESETS, *(f"adversarial:{n}" for n in ADVERSARIAL)]
+                raise ProfileError(
+                    f"profile {text!r}: unknown preset {item!r} "
+                    f"(presets: {', '.join(known)}; or key=value items, see 'streamtape profiles')"
+                )
+            out.extend(_expand(sub, depth + 1))
+        else:
+            out.append(item)
+    return out
+
+
+def parse_profile(text: str) -> Profile:
+    """A preset name or ``k=v;k=v`` items. Raises :class:`ProfileError` naming the bad item."""
+    if not isinstance(text, str):
+        raise ProfileError(f"profile must be text, not {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        raise ProfileError("empty profile (use a preset such as 'faithful', or key=value items)")
+    chunk = Item(ChunkKind.RECORDED)
+    latency = Item(LatencyKind.RECORDED)
+    faults: list[Item] = []
+    seed: int | None = None
+    for item in _expand(stripped):
+        key, _, value = item.partition("=")
+        key = key.strip().lower()
+        value = value.strip()
+        try:
+            if not value:
+                raise _Bad("has no value")
+            if key == "chunk":
+                chunk = _parse_chunk(value)
+            elif key == "latency":
+                latency = _parse_latency(value)
+            elif key == "fault":
+                faults.append(_parse_fault(value))
+            elif key == "seed":
+                if not re.fullmatch(r"-?\d+", value):
+                    raise _Bad(f"seed must be a whole number, not {value!r}")
+                seed = int(value)
+            else:
+                raise _Bad(f"unknown key {key!r} (expected chunk, latency, fault or seed)")
+        except _Bad as e:
+            raise ProfileError(f"profile {stripped!r}: bad item {item!r}: {e}") from None
+    return Profile(text=stripped, chunk=chunk, latency=latency, faults=tuple(faults), seed=seed)
+
+
+def describe(profile: Profile) -> str:
+    """One line: the profile's effective chunking, latency, faults and seed."""
+    parts = [f"chunk={profile.chunk}", f"latency={profile.latency}"]
+    parts += [f"fault={f}" for f in profile.faults]
+    if profile.seed is not None:
+        parts.append(f"seed={profile.seed}")
+    return ";".join(parts)
