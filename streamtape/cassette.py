@@ -1,5 +1,11 @@
 """Cassettes: recorded interactions and the append-only ``.tape`` file format.
 
+Words: a *piece* is one part of a response body as the upstream delivered it
+(one socket read, or one HTTP chunk of a chunked response, de-chunked), with
+the time it arrived; "chunk" is kept for HTTP chunked framing alone (the
+``chunked`` :class:`Framing`). An interaction's *outcome* (:class:`Outcome`)
+says how it ended.
+
 File layout (all msgpack, one object after another, nothing else)::
 
     header  {"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1764500000.0}
@@ -16,6 +22,10 @@ happen and every ``end`` is fsynced, so a recorder killed at any point leaves
 every finished interaction readable; an interaction whose ``end`` never made it
 to disk loads with outcome ``interrupted``. A torn last record (the process
 died inside a write) is dropped and reported in :attr:`Cassette.warnings`.
+
+Outcomes and framings are stored as their plain string values (``"complete"``,
+``"chunked"``); loading turns them back into :class:`Outcome` and
+:class:`Framing` members, which compare equal to those strings.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO, overload
@@ -34,6 +45,8 @@ import msgpack
 
 from . import __version__
 from .errors import CassetteError
+from .wire import Framing as Framing
+from .wire import header_value as header_value
 
 FORMAT_NAME = "streamtape"
 FORMAT_VERSION = 1
@@ -41,38 +54,48 @@ SUFFIX = ".tape"
 
 Headers = tuple[tuple[str, str], ...]
 
-# Outcomes. The first four are what the proxy saw; INTERRUPTED means the
-# recording stopped (Ctrl-C, SIGKILL) before the response did.
-COMPLETE = "complete"
-UPSTREAM_CLOSED = "upstream_closed"
-CLIENT_DISCONNECTED = "client_disconnected"
-UPSTREAM_ERROR = "upstream_error"
-INTERRUPTED = "interrupted"
-OUTCOMES = (COMPLETE, UPSTREAM_CLOSED, CLIENT_DISCONNECTED, UPSTREAM_ERROR, INTERRUPTED)
 
-# Response framings.
-CHUNKED = "chunked"
-CONTENT_LENGTH = "content-length"
-CLOSE_DELIMITED = "close-delimited"
-FRAMES = "frames"  # HTTP/2 and HTTP/3: the body is carried in DATA frames
-FRAMINGS = (CHUNKED, CONTENT_LENGTH, CLOSE_DELIMITED, FRAMES)
+class Outcome(StrEnum):
+    """How an interaction ended; the value is what a cassette stores.
+
+    The first four are what the proxy saw. ``interrupted`` means the recording
+    stopped (Ctrl-C, SIGKILL) before the response did: the reader gives it to
+    an interaction whose ``end`` record never reached the disk.
+    """
+
+    COMPLETE = "complete"
+    UPSTREAM_CLOSED = "upstream_closed"
+    CLIENT_DISCONNECTED = "client_disconnected"
+    UPSTREAM_ERROR = "upstream_error"
+    INTERRUPTED = "interrupted"
 
 
-def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
-    """The first value of header ``name`` (case-insensitive), or None."""
-    lname = name.lower()
-    for k, v in headers:
-        if k.lower() == lname:
-            return v
-    return None
+# The members under their old module-level names.
+COMPLETE = Outcome.COMPLETE
+UPSTREAM_CLOSED = Outcome.UPSTREAM_CLOSED
+CLIENT_DISCONNECTED = Outcome.CLIENT_DISCONNECTED
+UPSTREAM_ERROR = Outcome.UPSTREAM_ERROR
+INTERRUPTED = Outcome.INTERRUPTED
+OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+
+# Response framings (:class:`streamtape.wire.Framing`) a recording can have.
+CHUNKED = Framing.CHUNKED
+CONTENT_LENGTH = Framing.CONTENT_LENGTH
+CLOSE_DELIMITED = Framing.CLOSE_DELIMITED
+FRAMES = Framing.FRAMES  # HTTP/2 and HTTP/3: the body is carried in DATA frames
+FRAMINGS: tuple[Framing, ...] = (CHUNKED, CONTENT_LENGTH, CLOSE_DELIMITED, FRAMES)
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class Piece:
     """One body piece as the upstream delivered it, ``at_ns`` after t = 0."""
 
     at_ns: int
     data: bytes
+
+
+Chunk = Piece
+"""The old name of :class:`Piece`, kept for existing callers."""
 
 
 @dataclass(frozen=True)
@@ -95,21 +118,54 @@ class Request:
         return header_value(self.headers, name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Response:
+    """A recorded response head and its body pieces.
+
+    ``chunks=`` is accepted as the old name of ``pieces=`` (and wins when both
+    are given, which is what ``dataclasses.replace(r, chunks=...)`` does).
+    ``framing`` may be given as its string value.
+    """
+
     status: int
     reason: str = ""
     http_version: str = "HTTP/1.1"
     headers: Headers = ()
-    framing: str = CHUNKED
-    chunks: tuple[Chunk, ...] = ()
+    framing: Framing = Framing.CHUNKED
+    pieces: tuple[Piece, ...] = ()
     headers_at_ns: int = 0
     """When the response headers reached the proxy, after t = 0."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str = "",
+        http_version: str = "HTTP/1.1",
+        headers: Headers = (),
+        framing: Framing | str = Framing.CHUNKED,
+        pieces: tuple[Piece, ...] = (),
+        headers_at_ns: int = 0,
+        *,
+        chunks: tuple[Piece, ...] | None = None,
+    ) -> None:
+        init = object.__setattr__  # frozen: the one place fields are set
+        init(self, "status", status)
+        init(self, "reason", reason)
+        init(self, "http_version", http_version)
+        init(self, "headers", headers)
+        init(self, "framing", Framing(framing))
+        init(self, "pieces", pieces if chunks is None else chunks)
+        init(self, "headers_at_ns", headers_at_ns)
+
+    @property
+    def chunks(self) -> tuple[Piece, ...]:
+        """The old name of :attr:`pieces`."""
+        return self.pieces
 
     @cached_property
     def body(self) -> bytes:
         """All pieces joined: the body exactly as the upstream sent it (encoding kept)."""
-        return b"".join(c.data for c in self.chunks)
+        return b"".join(p.data for p in self.pieces)
 
     def header(self, name: str) -> str | None:
         return header_value(self.headers, name)
@@ -124,28 +180,39 @@ class Interaction:
     request: Request
     response: Response | None
     """None when no response head arrived (for example the upstream refused)."""
-    outcome: str = COMPLETE
+    outcome: Outcome = Outcome.COMPLETE
+    """May be given as its string value; always an :class:`Outcome` once built."""
     error: str | None = None
     """mitmproxy's message for any outcome but ``complete``."""
     end_ns: int | None = None
     """When the interaction ended (or the error happened), after t = 0."""
     labels: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if type(self.outcome) is not Outcome:
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
+
     @property
-    def chunks(self) -> tuple[Chunk, ...]:
-        return self.response.chunks if self.response else ()
+    def pieces(self) -> tuple[Piece, ...]:
+        """The response's body pieces (none without a response)."""
+        return self.response.pieces if self.response else ()
+
+    @property
+    def chunks(self) -> tuple[Piece, ...]:
+        """The old name of :attr:`pieces`."""
+        return self.pieces
 
     @property
     def first_byte_ns(self) -> int | None:
-        ch = self.chunks
-        return ch[0].at_ns if ch else None
+        ps = self.pieces
+        return ps[0].at_ns if ps else None
 
     @property
     def duration_ns(self) -> int | None:
         if self.end_ns is not None:
             return self.end_ns
-        ch = self.chunks
-        return ch[-1].at_ns if ch else None
+        ps = self.pieces
+        return ps[-1].at_ns if ps else None
 
 
 class Cassette(Sequence[Interaction]):
@@ -231,14 +298,14 @@ def encode_response_head(r: Response) -> dict[str, Any]:
 DATA = "d"
 
 
-def data_record(rid: int, chunks: Sequence[Chunk], previous_at_ns: int = 0) -> list[Any]:
+def data_record(rid: int, pieces: Sequence[Piece], previous_at_ns: int = 0) -> list[Any]:
     """A batch of pieces: ``["d", id, joined bytes, sizes, gaps]`` (gaps are delta offsets)."""
     gaps = []
     last = previous_at_ns
-    for c in chunks:
-        gaps.append(c.at_ns - last)
-        last = c.at_ns
-    return [DATA, rid, b"".join(c.data for c in chunks), [len(c.data) for c in chunks], gaps]
+    for p in pieces:
+        gaps.append(p.at_ns - last)
+        last = p.at_ns
+    return [DATA, rid, b"".join(p.data for p in pieces), [len(p.data) for p in pieces], gaps]
 
 
 def record_kind(rec: Any) -> str:
@@ -254,18 +321,18 @@ def record_id(rec: Any) -> Any:
     return rec[1] if isinstance(rec, list) else rec["id"]
 
 
-def decode_pieces(rec: list[Any], previous_at_ns: int = 0) -> list[Chunk]:
+def decode_pieces(rec: list[Any], previous_at_ns: int = 0) -> list[Piece]:
     if len(rec) != 5:
         raise ValueError("malformed data record")
     _, _, body, sizes, gaps = rec
     if len(sizes) != len(gaps) or sum(sizes) != len(body):
         raise ValueError("piece sizes do not add up to the data")
-    out = []
+    out: list[Piece] = []
     pos, at = 0, previous_at_ns
     view = memoryview(body)
     for size, gap in zip(sizes, gaps, strict=True):
         at += gap
-        out.append(Chunk(at, bytes(view[pos : pos + size])))
+        out.append(Piece(at, bytes(view[pos : pos + size])))
         pos += size
     return out
 
@@ -281,8 +348,8 @@ def interaction_records(ix: Interaction, rid: int) -> list[Any]:
             "labels": dict(ix.labels),
         }
     ]
-    if ix.chunks:
-        recs.append(data_record(rid, ix.chunks))
+    if ix.pieces:
+        recs.append(data_record(rid, ix.pieces))
     recs.append({"t": "end", "id": rid, "outcome": ix.outcome, "error": ix.error, "end_ns": ix.end_ns})
     return recs
 
@@ -301,13 +368,13 @@ def make_header() -> dict[str, Any]:
 
 
 class _Building:
-    __slots__ = ("chunks", "end", "head", "labels", "last_at", "request")
+    __slots__ = ("end", "head", "labels", "last_at", "pieces", "request")
 
     def __init__(self, request: Request, head: dict[str, Any] | None, labels: dict[str, str]):
         self.request = request
         self.head = head
         self.labels = labels
-        self.chunks: list[Chunk] = []
+        self.pieces: list[Piece] = []
         self.last_at = 0
         self.end: dict[str, Any] | None = None
 
@@ -320,8 +387,8 @@ class _Building:
                 reason=h["reason"],
                 http_version=h["http_version"],
                 headers=_headers_in(h["headers"]),
-                framing=h["framing"],
-                chunks=tuple(self.chunks),
+                framing=Framing(h["framing"]),
+                pieces=tuple(self.pieces),
                 headers_at_ns=int(h["headers_at_ns"]),
             )
         if self.end is None:
@@ -339,7 +406,7 @@ class _Building:
         return Interaction(
             self.request,
             response,
-            outcome=outcome,
+            outcome=Outcome(outcome),
             error=self.end["error"],
             end_ns=self.end["end_ns"],
             labels=self.labels,
@@ -435,7 +502,7 @@ def load(path: str | os.PathLike[str]) -> Cassette:
                     raise ValueError(f"data after the end of interaction {rid}")
                 new = decode_pieces(rec, b.last_at)
                 if new:
-                    b.chunks.extend(new)
+                    b.pieces.extend(new)
                     b.last_at = new[-1].at_ns
             elif kind == "end":
                 b = building[rid]
@@ -456,7 +523,7 @@ def load(path: str | os.PathLike[str]) -> Cassette:
 
 def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
     """Load cassettes from files and folders (every ``*.tape`` in a folder, sorted)."""
-    out = []
+    out: list[Cassette] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():

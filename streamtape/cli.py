@@ -2,7 +2,8 @@
 
 Every user mistake surfaces as a :class:`~streamtape.errors.StreamtapeError`
 (or a click usage error) and is printed here as one line on stderr with exit
-status 2. Commands live in :mod:`streamtape.commands`, one module each.
+status 2 (:data:`EXIT_USER_ERROR`): the library's exceptions know nothing of
+exit codes. Commands live in :mod:`streamtape.commands`, one module each.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ import click
 
 from . import __version__, commands
 from .errors import StreamtapeError
+
+EXIT_USER_ERROR = 2
+"""Exit status for a user mistake: a bad option, a bad file, no match."""
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,19 +48,19 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = cli.main(args=argv, prog_name="streamtape", standalone_mode=False)
     except click.exceptions.Abort:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.UsageError as e:
         hint = f" (see 'streamtape {e.ctx.command_path.partition(' ')[2]} --help')".replace(
             "streamtape  --help", "streamtape --help"
         ) if e.ctx else ""
         error_line(f"{e.format_message()}{hint}")
-        sys.exit(2)
+        sys.exit(EXIT_USER_ERROR)
     except click.ClickException as e:
         error_line(e.format_message())
-        sys.exit(e.exit_code if e.exit_code else 2)
+        sys.exit(e.exit_code if e.exit_code else EXIT_USER_ERROR)
     except StreamtapeError as e:
         error_line(str(e))
-        sys.exit(e.exit_code)
+        sys.exit(EXIT_USER_ERROR)
     except BrokenPipeError:
         sys.exit(0)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,17 +1,33 @@
-"""The exceptions a user can cause. The CLI turns each into one line on stderr.
+"""The exceptions a user can cause, one type per failure, each carrying its data.
 
-Every user-facing failure has exactly one type here; library code raises
-them with a message that already names the file, option or request at fault,
-so the CLI only has to print ``str(exc)``.
+The tree::
+
+    StreamtapeError          a failure caused by input (base class)
+    ├── CassetteError        a cassette file is missing, not a cassette, corrupt, or newer
+    ├── OptionError          an option value (CLI flag or mitmproxy ``--set``) is invalid
+    │   ├── ShapeError       an unknown ``--shape``, or a shape that does not fit the wire
+    │   └── GateError        a malformed ``diff --fail-on`` timing gate
+    ├── ProfileError         a replay profile is unknown or malformed
+    ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
+    ├── UpstreamError        the upstream server could not be reached
+    └── InteropError         a file to import is malformed, or an export cannot hold a recording
+
+Library code raises them with a message that already names the file, option
+or request at fault, so an edge (the CLI, a mitmproxy addon) only has to show
+``str(exc)`` as one line. What a failure means for a process (its exit status)
+is decided at that edge, not here.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .match import Closest, RequestKey
+
 
 class StreamtapeError(Exception):
     """Base class: a failure caused by input, with a one-line message."""
-
-    exit_code = 2
 
 
 class CassetteError(StreamtapeError):
@@ -35,8 +51,44 @@ class ProfileError(StreamtapeError):
 
 
 class NoMatchError(StreamtapeError):
-    """No recorded interaction answers a request."""
+    """No recorded interaction answers a request.
+
+    ``request`` is the request as matching saw it (a
+    :class:`~streamtape.match.RequestKey`: method, path, query, headers, body).
+    ``closest`` is the recorded request that came nearest and how it differs
+    (a :class:`~streamtape.match.Closest`), or None: the cassette is empty, or
+    with strict matching every recording that matches was already used. Both
+    are None on an error built from its message alone (an unpickled one).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request: RequestKey | None = None,
+        closest: Closest | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.request = request
+        self.closest = closest
 
 
 class UpstreamError(StreamtapeError):
     """The upstream server could not be reached."""
+
+
+class InteropError(StreamtapeError):
+    """A file to import (VCR.py cassette, HAR, mitmproxy flows) is malformed or of no known
+    format, or an export cannot be written.
+
+    ``path`` is the file at fault, ``problem`` what is wrong with it; the
+    message is both, ``path: problem``.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[type[InteropError], tuple[str, str]]:
+        return (InteropError, (self.path, self.problem))

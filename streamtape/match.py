@@ -22,6 +22,11 @@ matched headers and in JSON bodies.
 Identical requests (identical as far as matching can tell) get their recorded
 interactions in cassette order, then the last one again; with ``strict=True``
 running out is a :class:`~streamtape.errors.NoMatchError`.
+
+A request nothing matches raises :class:`~streamtape.errors.NoMatchError`
+carrying the request as matching saw it (:class:`RequestKey`) and the closest
+recording with its differences (:class:`Closest`); its message says the same
+in one line.
 """
 
 from __future__ import annotations
@@ -36,9 +41,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .cassette import Interaction
 from .errors import NoMatchError
-from .record import DEFAULT_REDACT_HEADERS, REDACTED
+from .redaction import DEFAULT_REDACT_HEADERS, REDACTED
 
-__all__ = ["Matcher", "RequestKey"]
+__all__ = ["Closest", "Matcher", "RequestKey"]
 
 HeadersLike = Mapping[str, str] | Iterable[tuple[str | bytes, str | bytes]]
 
@@ -53,7 +58,7 @@ def _pairs(headers: HeadersLike | None) -> list[tuple[str, str]]:
     if headers is None:
         return []
     if hasattr(headers, "multi_items"):  # httpx.Headers keeps repeated names apart
-        items = headers.multi_items()  # type: ignore[union-attr]
+        items = headers.multi_items()
     elif isinstance(headers, Mapping):
         items = headers.items()
     else:
@@ -107,6 +112,17 @@ class RequestKey:
     def target(self) -> str:
         q = "&".join(f"{k}={v}" for k, v in self.query)
         return self.path + (f"?{q}" if q else "")
+
+
+@dataclass(frozen=True)
+class Closest:
+    """The recorded request nearest to one that nothing matched, and how they differ."""
+
+    index: int
+    """Its position in :attr:`Matcher.interactions`."""
+    request: RequestKey
+    differences: tuple[str, ...]
+    """One line each, most important first (method, path, query, headers, body)."""
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -179,7 +195,7 @@ class _Compare:
             if rv is not None and all(v == REDACTED for v in rv):
                 continue
             if rv is None:
-                out.append((20, f"query has {k}={_short(gv[0])}, not in the recording"))
+                out.append((20, f"query has {k}={_short(gq[k][0])}, not in the recording"))
             elif gv is None:
                 out.append((20, f"query lacks {k} (recorded {k}={_short(rv[0])})"))
             elif sorted(rv) != sorted(gv):
@@ -344,8 +360,9 @@ class Matcher:
             entry = self._entry(key)
             self._received.append(entry)
             if not candidates:
-                entry["error"] = msg = self._no_match(key)
-                raise NoMatchError(msg)
+                closest = self._closest(key)
+                entry["error"] = msg = _no_match_message(key, closest)
+                raise NoMatchError(msg, request=key, closest=closest)
             fresh = [i for i in candidates if self._used[i] == 0]
             if fresh:
                 chosen = fresh[0]
@@ -356,7 +373,7 @@ class Matcher:
                     f"{'s' if n > 1 else ''} matching it (#{', #'.join(map(str, candidates))}) "
                     "were already used (strict matching)"
                 )
-                raise NoMatchError(msg)
+                raise NoMatchError(msg, request=key)
             else:
                 chosen = candidates[-1]
             self._used[chosen] += 1
@@ -374,22 +391,28 @@ class Matcher:
             "error": None,
         }
 
-    def _no_match(self, key: RequestKey) -> str:
-        what = f"{key.method} {key.target}"
-        if not self._keys:
-            return f"no recorded interaction matches {what}: the cassette is empty"
+    def _closest(self, key: RequestKey) -> Closest | None:
+        """The recording with the lightest differences from ``key`` (None: no recordings)."""
         best: tuple[int, int, list[tuple[int, str]]] | None = None
         for i, rk in enumerate(self._keys):
             ds = self._cmp.diffs(rk, key, first_only=False)
             score = sum(w for w, _ in ds)
             if best is None or score < best[0]:
                 best = (score, i, ds)
-        assert best is not None
+        if best is None:
+            return None
         _, i, ds = best
-        rk = self._keys[i]
         ds.sort(key=lambda d: -d[0])
-        more = f" (and {len(ds) - 1} more difference{'s' if len(ds) > 2 else ''})" if len(ds) > 1 else ""
-        return (
-            f"no recorded interaction matches {what}; closest is #{i} {rk.method} {rk.target}: "
-            f"{ds[0][1]}{more}"
-        )
+        return Closest(i, self._keys[i], tuple(msg for _, msg in ds))
+
+
+def _no_match_message(key: RequestKey, closest: Closest | None) -> str:
+    what = f"{key.method} {key.target}"
+    if closest is None:
+        return f"no recorded interaction matches {what}: the cassette is empty"
+    rk, ds = closest.request, closest.differences
+    more = f" (and {len(ds) - 1} more difference{'s' if len(ds) > 2 else ''})" if len(ds) > 1 else ""
+    return (
+        f"no recorded interaction matches {what}; closest is #{closest.index} "
+        f"{rk.method} {rk.target}: {ds[0]}{more}"
+    )

@@ -3,7 +3,7 @@
 A capture front end (the mitmproxy addon) calls, per flow::
 
     begin(key, request, t0_ns)                 the proxy has the whole request
-    response_headers(key, ..., now_ns)         -> True if this flow is recorded
+    response_headers(key, ..., now_ns)         the response head of a recorded flow
     piece(key, data, now_ns)                   every body piece, in order (hot path)
     finish(key, outcome, error, now_ns)        -> the finished Interaction
 
@@ -19,23 +19,18 @@ their size on disk.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .cassette import (
-    CHUNKED,
-    CLOSE_DELIMITED,
-    CONTENT_LENGTH,
-    FRAMES,
-    INTERRUPTED,
     UPSTREAM_ERROR,
-    Chunk,
+    Framing,
     Headers,
     Interaction,
+    Outcome,
+    Piece,
     Request,
     Response,
     data_record,
@@ -44,19 +39,7 @@ from .cassette import (
     header_value,
 )
 from .errors import OptionError
-
-REDACTED = "REDACTED"
-"""The placeholder that replaces a secret before it reaches a cassette."""
-
-DEFAULT_REDACT_HEADERS = (
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "x-api-key",
-    "api-key",
-)
-DEFAULT_REDACT_QUERY = ("key", "api_key", "token")
+from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, REDACTED, Redaction
 
 STREAMING_CONTENT_TYPES = (
     "text/event-stream",
@@ -65,97 +48,16 @@ STREAMING_CONTENT_TYPES = (
 )
 
 
-@dataclass(frozen=True)
-class Redaction:
-    """What to blank out at record time. ``enabled=False`` keeps everything."""
-
-    enabled: bool = True
-    headers: frozenset[str] = frozenset(DEFAULT_REDACT_HEADERS)
-    query: frozenset[str] = frozenset(DEFAULT_REDACT_QUERY)
-    body_fields: frozenset[str] = frozenset()
-
-    @classmethod
-    def build(
-        cls,
-        enabled: bool = True,
-        extra_headers: Iterable[str] = (),
-        extra_query: Iterable[str] = (),
-        body_fields: Iterable[str] = (),
-    ) -> Redaction:
-        return cls(
-            enabled=enabled,
-            headers=frozenset(DEFAULT_REDACT_HEADERS) | {h.strip().lower() for h in extra_headers},
-            query=frozenset(DEFAULT_REDACT_QUERY) | {q.strip() for q in extra_query},
-            body_fields=frozenset(f.strip() for f in body_fields),
-        )
-
-    def redact_headers(self, headers: Headers) -> Headers:
-        if not self.enabled:
-            return headers
-        return tuple((k, REDACTED if k.lower() in self.headers else v) for k, v in headers)
-
-    def redact_url(self, url: str) -> str:
-        if not self.enabled:
-            return url
-        parts = urlsplit(url)
-        if not parts.query:
-            return url
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-        if not any(k in self.query for k, _ in pairs):
-            return url
-        query = urlencode([(k, REDACTED if k in self.query else v) for k, v in pairs])
-        return urlunsplit(parts._replace(query=query))
-
-    def redact_body(self, body: bytes, content_type: str | None) -> bytes:
-        """Blank the named JSON fields at any depth; non-JSON bodies are left alone."""
-        if not self.enabled or not self.body_fields or not body:
-            return body
-        if content_type and "json" not in content_type.lower():
-            return body
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return body
-        changed = False
-
-        def walk(node: Any) -> Any:
-            nonlocal changed
-            if isinstance(node, dict):
-                out = {}
-                for k, v in node.items():
-                    if k in self.body_fields:
-                        out[k] = REDACTED
-                        changed = True
-                    else:
-                        out[k] = walk(v)
-                return out
-            if isinstance(node, list):
-                return [walk(v) for v in node]
-            return node
-
-        new = walk(doc)
-        return json.dumps(new, ensure_ascii=False).encode() if changed else body
-
-    def request(self, r: Request) -> Request:
-        if not self.enabled:
-            return r
-        return replace(
-            r,
-            url=self.redact_url(r.url),
-            headers=self.redact_headers(r.headers),
-            body=self.redact_body(r.body, header_value(r.headers, "content-type")),
-        )
-
-
-def framing_of(http_version: str, headers: Headers) -> str:
+def framing_of(http_version: str, headers: Headers) -> Framing:
+    """How the upstream delimited a response body, from its version and head."""
     if http_version.upper().startswith(("HTTP/2", "HTTP/3")):
-        return FRAMES
+        return Framing.FRAMES
     te = (header_value(headers, "transfer-encoding") or "").lower()
     if "chunked" in te:
-        return CHUNKED
+        return Framing.CHUNKED
     if header_value(headers, "content-length") is not None:
-        return CONTENT_LENGTH
-    return CLOSE_DELIMITED
+        return Framing.CONTENT_LENGTH
+    return Framing.CLOSE_DELIMITED
 
 
 def is_streaming(http_version: str, content_type: str | None, transfer_encoding: str | None) -> bool:
@@ -187,8 +89,8 @@ class _Flight:
     request: Request
     t0_ns: int
     response: Response | None = None
-    chunks: list[Chunk] = field(default_factory=list)
-    unsent: list[Chunk] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
+    unsent: list[Piece] = field(default_factory=list)
     last_sent_at: int = 0
     unsent_bytes: int = 0
 
@@ -271,11 +173,11 @@ class Recorder:
     def piece(self, key: object, data: bytes, now_ns: int) -> None:
         """One body piece (hot path: an append, and a batch hand-off now and then)."""
         f = self._flights[key]
-        c = Chunk(now_ns - f.t0_ns, data)
-        f.chunks.append(c)
-        f.unsent.append(c)
+        p = Piece(now_ns - f.t0_ns, data)
+        f.pieces.append(p)
+        f.unsent.append(p)
         f.unsent_bytes += len(data)
-        age = c.at_ns - f.unsent[0].at_ns
+        age = p.at_ns - f.unsent[0].at_ns
         if (
             f.unsent_bytes >= self.flush_bytes
             or age >= self.max_flush_ns
@@ -298,13 +200,13 @@ class Recorder:
             if f.unsent and now_ns - f.t0_ns - f.unsent[0].at_ns >= self.max_flush_ns:
                 self._flush(f)
 
-    def finish(self, key: object, outcome: str, error: str | None, now_ns: int) -> Interaction | None:
+    def finish(self, key: object, outcome: Outcome, error: str | None, now_ns: int) -> Interaction | None:
         """End a flow; returns the interaction (None if the flow was not begun)."""
         f = self._flights.pop(key, None)
         if f is None:
             return None
         end_ns = now_ns - f.t0_ns
-        response = replace(f.response, chunks=tuple(f.chunks)) if f.response else None
+        response = replace(f.response, pieces=tuple(f.pieces)) if f.response else None
         ix = Interaction(f.request, response, outcome, error, end_ns, dict(self.labels))
         if f.rid is None:
             # No response head (upstream refused, or it failed before answering).
@@ -333,16 +235,19 @@ class Recorder:
                 # Never got an answer and was never going to be recorded.
                 self._flights.pop(key)
                 continue
-            ix = self.finish(key, INTERRUPTED, "the recorder stopped before the response ended", now_ns)
+            ix = self.finish(key, Outcome.INTERRUPTED, "the recorder stopped before the response ended", now_ns)
             if ix:
                 out.append(ix)
         return out
 
 
+# Redaction lives in streamtape.redaction (the replay side uses it too); its
+# names stay importable from here.
 __all__ = [
     "DEFAULT_REDACT_HEADERS",
     "DEFAULT_REDACT_QUERY",
     "REDACTED",
+    "STREAMING_CONTENT_TYPES",
     "UPSTREAM_ERROR",
     "Recorder",
     "Redaction",

@@ -139,9 +139,33 @@ def test_no_match_names_the_closest_recorded_request_and_how_it_differs_on_one_l
     assert 'body messages[0].content is "tell me a story", recorded "tell me a joke"' in msg
 
 
+def test_no_match_carries_the_request_and_the_closest_recording_as_data():
+    m = Matcher([
+        rec(None, method="GET", url="https://h/v1/models", tag="g"),
+        rec(chat("tell me a joke"), tag="a"),
+    ])
+    with pytest.raises(NoMatchError) as e:
+        m.match("POST", LOCAL + "?x=1", {"X-Trace": "7"}, json.dumps(chat("tell me a story")).encode())
+    err = e.value
+    assert err.request is not None
+    assert (err.request.method, err.request.target) == ("POST", "/v1/chat/completions?x=1")
+    assert ("x-trace", "7") in err.request.headers
+    assert err.request.json == chat("tell me a story")
+    assert err.closest is not None
+    assert err.closest.index == 1
+    assert err.closest.request.body == json.dumps(chat("tell me a joke")).encode()
+    assert err.closest.differences == (
+        "query has x=\"1\", not in the recording",
+        'body messages[0].content is "tell me a story", recorded "tell me a joke"',
+    )
+    assert err.closest.differences[0] in str(err)
+
+
 def test_no_match_on_an_empty_cassette_says_so():
-    with pytest.raises(NoMatchError, match="cassette is empty"):
+    with pytest.raises(NoMatchError, match="cassette is empty") as e:
         Matcher([]).match("GET", "/", {}, b"")
+    assert e.value.closest is None
+    assert e.value.request is not None and e.value.request.method == "GET"
 
 
 def test_received_lists_requests_with_secrets_redacted_and_what_they_matched():

@@ -1,0 +1,113 @@
+"""Secrets: what a recording blanks out, and the placeholder it writes instead.
+
+Both sides of streamtape use this vocabulary: the recorder replaces a secret
+with :data:`REDACTED` before it reaches a cassette, and the matcher treats a
+recorded ``REDACTED`` as matching anything (see :mod:`streamtape.match`).
+Pure code; it depends only on the cassette's values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .cassette import Headers, Request, header_value
+
+__all__ = ["DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "Redaction"]
+
+REDACTED = "REDACTED"
+"""The placeholder that replaces a secret before it reaches a cassette."""
+
+DEFAULT_REDACT_HEADERS = (
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+)
+DEFAULT_REDACT_QUERY = ("key", "api_key", "token")
+
+@dataclass(frozen=True)
+class Redaction:
+    """What to blank out at record time. ``enabled=False`` keeps everything."""
+
+    enabled: bool = True
+    headers: frozenset[str] = frozenset(DEFAULT_REDACT_HEADERS)
+    query: frozenset[str] = frozenset(DEFAULT_REDACT_QUERY)
+    body_fields: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(
+        cls,
+        enabled: bool = True,
+        extra_headers: Iterable[str] = (),
+        extra_query: Iterable[str] = (),
+        body_fields: Iterable[str] = (),
+    ) -> Redaction:
+        return cls(
+            enabled=enabled,
+            headers=frozenset(DEFAULT_REDACT_HEADERS) | {h.strip().lower() for h in extra_headers},
+            query=frozenset(DEFAULT_REDACT_QUERY) | {q.strip() for q in extra_query},
+            body_fields=frozenset(f.strip() for f in body_fields),
+        )
+
+    def redact_headers(self, headers: Headers) -> Headers:
+        if not self.enabled:
+            return headers
+        return tuple((k, REDACTED if k.lower() in self.headers else v) for k, v in headers)
+
+    def redact_url(self, url: str) -> str:
+        if not self.enabled:
+            return url
+        parts = urlsplit(url)
+        if not parts.query:
+            return url
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        if not any(k in self.query for k, _ in pairs):
+            return url
+        query = urlencode([(k, REDACTED if k in self.query else v) for k, v in pairs])
+        return urlunsplit(parts._replace(query=query))
+
+    def redact_body(self, body: bytes, content_type: str | None) -> bytes:
+        """Blank the named JSON fields at any depth; non-JSON bodies are left alone."""
+        if not self.enabled or not self.body_fields or not body:
+            return body
+        if content_type and "json" not in content_type.lower():
+            return body
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return body
+        changed = False
+
+        def walk(node: Any) -> Any:
+            nonlocal changed
+            if isinstance(node, dict):
+                out = {}
+                for k, v in node.items():
+                    if k in self.body_fields:
+                        out[k] = REDACTED
+                        changed = True
+                    else:
+                        out[k] = walk(v)
+                return out
+            if isinstance(node, list):
+                return [walk(v) for v in node]
+            return node
+
+        new = walk(doc)
+        return json.dumps(new, ensure_ascii=False).encode() if changed else body
+
+    def request(self, r: Request) -> Request:
+        if not self.enabled:
+            return r
+        return replace(
+            r,
+            url=self.redact_url(r.url),
+            headers=self.redact_headers(r.headers),
+            body=self.redact_body(r.body, header_value(r.headers, "content-type")),
+        )
