@@ -30,60 +30,64 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from typing import Any
 
+from mitmproxy import ctx, http
+
+from .cassette import load_many
 from .errors import NoMatchError, OptionError, StreamtapeError
+from .match import Matcher
+from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
+from .profiles import Profile, parse_profile
+from .serve import ReplayServer
+from .wire import error_body
 
 log = logging.getLogger(__name__)
 
-UNMATCHED = ("passthrough", "refuse")
+
+class Unmatched(StrEnum):
+    """What the addon does with a request no recording answers (``streamtape_unmatched``)."""
+
+    PASSTHROUGH = "passthrough"
+    """Send it upstream untouched."""
+    REFUSE = "refuse"
+    """Answer 404 with an error naming the closest recording."""
 
 
-def _split(values: Sequence[str] | str) -> list[str]:
-    if isinstance(values, str):
-        values = [values]
-    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+UNMATCHED: tuple[Unmatched, ...] = tuple(Unmatched)
 
 
-def _bool(name: str, value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "yes", "1", "on"):
-        return True
-    if v in ("false", "no", "0", "off", ""):
-        return False
-    raise OptionError(f"{name}: expected true or false, got {value!r}")
-
-
-class ReplayAddon:
+class ReplayAddon(FailLoudly):
     """mitmproxy addon answering matching flows from cassettes (see the module docstring).
 
     ``on_line`` receives one line per request (served, passed through or
     refused) and ``on_error`` a configuration failure; without them both go
     to mitmproxy's log (errors at ERROR level, which makes mitmdump exit at
-    startup). Constructor arguments preset the options for in-process use.
+    startup).
     """
+
+    activity = "replay"
 
     def __init__(
         self,
         on_line: Callable[[str], None] | None = None,
         on_error: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(on_error)
         self.on_line = on_line
-        self.on_error = on_error
-        self.server: Any = None
-        self.matcher: Any = None
-        self.profile: Any = None
-        self.unmatched = "passthrough"
+        self.server: ReplayServer | None = None
+        self.matcher: Matcher | None = None
+        self.profile: Profile = parse_profile("faithful")
+        self.unmatched = Unmatched.PASSTHROUGH
         self._names: list[str | None] = []
-        self.failed: str | None = None
         self._token = secrets.token_hex(8)
-        self._config_key: tuple | None = None
-        self._running = False
+        self._config_key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bool] | None = None
         self.stats = {"replayed": 0, "passthrough": 0, "refused": 0}
 
     # -- options ----------------------------------------------------------------
 
-    def load(self, loader: Any) -> None:
+    def load(self, loader: Any) -> None:  # an addonmanager.Loader
         loader.add_option(
             "streamtape_cassette", Sequence[str], [],
             "Cassette files or folders to replay (repeat, or separate with commas).",
@@ -101,7 +105,7 @@ class ReplayAddon:
             "Request headers compared when matching.",
         )
         loader.add_option(
-            "streamtape_strict", str, "false",
+            "streamtape_strict", OptStr, "false",
             "true: running out of recorded repeats of a request is a no-match.",
         )
         loader.add_option(
@@ -116,29 +120,24 @@ class ReplayAddon:
         try:
             self._configure()
         except StreamtapeError as e:
-            self._fail(str(e))
+            self.fail(str(e))
             return
         self.failed = None
 
     def _configure(self) -> None:
-        from mitmproxy import ctx
-
-        from .cassette import load_many
-        from .match import Matcher
-        from .profiles import parse_profile
-
         o = ctx.options
-        unmatched = o.streamtape_unmatched.strip().lower()
-        if unmatched not in UNMATCHED:
+        try:
+            unmatched = Unmatched(o.streamtape_unmatched.strip().lower())
+        except ValueError:
             raise OptionError(
                 f"streamtape_unmatched: expected passthrough or refuse, got {o.streamtape_unmatched!r}"
-            )
-        strict = _bool("streamtape_strict", o.streamtape_strict)
+            ) from None
+        strict = parse_bool("streamtape_strict", o.streamtape_strict)
         try:
             profile = parse_profile(o.streamtape_profile)
         except StreamtapeError as e:
             raise OptionError(f"streamtape_profile: {e}") from None
-        paths = _split(o.streamtape_cassette)
+        paths = split_values(o.streamtape_cassette)
         key = (tuple(paths), tuple(o.streamtape_ignore_fields), tuple(o.streamtape_match_headers),
                strict)
         if key != self._config_key:
@@ -155,8 +154,8 @@ class ReplayAddon:
                     log.warning(f"streamtape: {w}")
             self.matcher = Matcher(
                 interactions,
-                ignore_fields=_split(o.streamtape_ignore_fields),
-                match_headers=_split(o.streamtape_match_headers),
+                ignore_fields=split_values(o.streamtape_ignore_fields),
+                match_headers=split_values(o.streamtape_match_headers),
                 strict=strict,
             )
             self._names = [cas.path.name if cas.path else None for cas in cassettes for _ in cas]
@@ -168,34 +167,11 @@ class ReplayAddon:
         if self.server is not None:
             self.server.profile = profile
 
-    def _fail(self, message: str) -> None:
-        self.failed = message
-        if self.on_error:
-            self.on_error(message)
-        else:
-            log.error(f"streamtape: {message}")
-
     async def running(self) -> None:
-        from mitmproxy import ctx
-
-        from .serve import ReplayServer
-
-        # A --set value mitmproxy could not convert stays in ``deferred`` and
-        # mitmproxy says nothing: say it ourselves.
-        bad = {k: v for k, v in ctx.options.deferred.items() if k.startswith("streamtape_")}
-        for name, value in bad.items():
-            raw = getattr(value, "val", value)
-            shown = raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
-            self._fail(f"invalid value {shown!r} for option {name}")
+        self.check_deferred()
         if self.failed is None and self.matcher is None:
-            self._fail("streamtape_cassette: no cassette given (--set streamtape_cassette=FILE)")
-        if self.failed is not None:
-            # Never run on with the addon inactive: an error logged during
-            # startup makes mitmdump exit with status 1; shut down in any case.
-            if not self.on_error:
-                log.error(f"streamtape: replay disabled: {self.failed}")
-            with contextlib.suppress(Exception):
-                ctx.master.shutdown()
+            self.fail("streamtape_cassette: no cassette given (--set streamtape_cassette=FILE)")
+        if self.stop_if_failed() or self.matcher is None:
             return
         # Connect upstream only when a passed-through request needs it: an
         # offline test must not depend on the recorded host resolving.
@@ -211,7 +187,6 @@ class ReplayAddon:
             sources=self._names,
         )
         await self.server.start()
-        self._running = True
 
     async def done(self) -> None:
         if self.server is not None:
@@ -226,10 +201,13 @@ class ReplayAddon:
 
     # -- flows ------------------------------------------------------------------
 
-    def request(self, flow: Any) -> None:
-        from mitmproxy import http
-
-        if self.server is None or self.failed is not None or flow.response is not None:
+    def request(self, flow: http.HTTPFlow) -> None:
+        if (
+            self.server is None
+            or self.matcher is None
+            or self.failed is not None
+            or flow.response is not None
+        ):
             return
         r = flow.request
         if r.host in ("127.0.0.1", "localhost") and r.port == self.server.port:
@@ -239,11 +217,9 @@ class ReplayAddon:
                 r.method, r.pretty_url, list(r.headers.items(multi=True)), r.raw_content or b""
             )
         except NoMatchError as e:
-            if self.unmatched == "refuse":
-                from .serve import no_match_body
-
+            if self.unmatched is Unmatched.REFUSE:
                 flow.response = http.Response.make(
-                    404, no_match_body(str(e)), {"Content-Type": "application/json"}
+                    404, error_body(str(e)), {"Content-Type": "application/json"}
                 )
                 self.stats["refused"] += 1
                 self._line(f"{r.method} {r.pretty_url} refused (404): {e}")
@@ -258,7 +234,7 @@ class ReplayAddon:
         r.host = "127.0.0.1"
         r.port = self.server.port
 
-    def responseheaders(self, flow: Any) -> None:
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
         if "streamtape_replay" in flow.metadata and flow.response is not None:
             # Forward every piece as it arrives: the replay server already times them.
             flow.response.stream = True

@@ -25,150 +25,12 @@ import pytest
 
 import streamtape
 from streamtape import Chunk, Interaction, Request, Response
-from streamtape.serve import ReplayServer, frame, response_head
-from tests.servers import chat_events
+from streamtape.serve import ReplayServer
+from streamtape.wire import frame, response_head
+from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, async_wait_until, chat_ix, wait_until
+from tests.servers import raw_request
 
-MS = 1_000_000
 ROOT = Path(__file__).resolve().parent.parent
-SSE = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
-WORDS = ["Hel", "lo", ", ", "wör", "ld", "!"]
-EVENTS = chat_events(WORDS)
-CHAT_BODY = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-
-
-def chat_ix(
-    gap_ms: float = 20,
-    *,
-    body: dict | None = None,
-    outcome: str = "complete",
-    events: list[bytes] = EVENTS,
-    extra_headers: tuple[tuple[str, str], ...] = (),
-    framing: str = "chunked",
-    tag: str = "",
-) -> Interaction:
-    chunks = tuple(Chunk(int((i + 1) * gap_ms * MS), e) for i, e in enumerate(events))
-    headers = SSE + extra_headers
-    if framing == "chunked":
-        headers += (("Transfer-Encoding", "chunked"),)
-    elif framing == "content-length":
-        headers += (("Content-Length", str(sum(len(e) for e in events))),)
-    return Interaction(
-        Request(
-            "POST",
-            "https://api.openai.com/v1/chat/completions",
-            headers=(("content-type", "application/json"), ("authorization", "REDACTED")),
-            body=json.dumps(body or CHAT_BODY).encode(),
-        ),
-        Response(200, "OK", headers=headers, framing=framing, chunks=chunks,
-                 headers_at_ns=int(gap_ms * MS / 2)),
-        outcome=outcome,
-        end_ns=chunks[-1].at_ns + MS,
-        labels={"tag": tag} if tag else {},
-    )
-
-
-# --------------------------------------------------------------------------- raw client
-
-
-@dataclass
-class Raw:
-    status: int
-    reason: str
-    headers: list[tuple[str, str]]
-    chunks: list[tuple[int, bytes]] = field(default_factory=list)  # (arrival ns after send, data)
-    ending: str = ""  # "complete" | "eof" (closed without finishing) | "reset"
-    head_at: int = 0
-
-    def header(self, name: str) -> str | None:
-        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
-
-    @property
-    def body(self) -> bytes:
-        return b"".join(d for _, d in self.chunks)
-
-
-class _Sock:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = b""
-        self.t = 0
-
-    def fill(self) -> bool:
-        data = self.sock.recv(65536)
-        self.t = time.perf_counter_ns()
-        if not data:
-            return False
-        self.buf += data
-        return True
-
-    def until(self, sep: bytes) -> bytes | None:
-        while sep not in self.buf:
-            if not self.fill():
-                return None
-        out, _, self.buf = self.buf.partition(sep)
-        return out
-
-    def exactly(self, n: int) -> bytes | None:
-        while len(self.buf) < n:
-            if not self.fill():
-                return None
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-
-def raw_request(url: str, path: str = "/v1/chat/completions", body: dict | None = None,
-                headers: dict[str, str] | None = None, method: str = "POST",
-                timeout: float = 10, proxy: bool = False) -> Raw:
-    """One request on a fresh socket; the response parsed by hand, chunk by chunk."""
-    host, port = url.removeprefix("http://").split(":")
-    payload = json.dumps(CHAT_BODY if body is None else body).encode() if method == "POST" else b""
-    target = f"http://llm.test{path}" if proxy else path
-    lines = [f"{method} {target} HTTP/1.1", "Host: llm.test", "Connection: close"]
-    if payload:
-        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        r = _Sock(s)
-        t0 = time.perf_counter_ns()
-        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
-        try:
-            head = r.until(b"\r\n\r\n")
-            assert head is not None, "no response head"
-            status_line, *hlines = head.decode("latin-1").split("\r\n")
-            _, status, reason = ([*status_line.split(" ", 2), ""])[:3]
-            hdrs = [(k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in hlines)]
-            out = Raw(int(status), reason, hdrs, head_at=r.t - t0)
-            te = out.header("transfer-encoding")
-            if te == "chunked":
-                while True:
-                    size_line = r.until(b"\r\n")
-                    if size_line is None:
-                        out.ending = "eof"
-                        return out
-                    size = int(size_line, 16)
-                    data = r.exactly(size + 2)
-                    if data is None:
-                        out.ending = "eof"
-                        return out
-                    if size == 0:
-                        out.ending = "complete"
-                        return out
-                    out.chunks.append((r.t - t0, data[:-2]))
-            length = out.header("content-length")
-            while True:
-                if length is not None and sum(len(d) for _, d in out.chunks) >= int(length):
-                    out.ending = "complete"
-                    return out
-                if r.buf:
-                    out.chunks.append((r.t - t0, r.buf))
-                    r.buf = b""
-                    continue
-                if not r.fill():
-                    out.ending = "eof" if length is not None else "complete"
-                    return out
-        except ConnectionResetError:
-            out.ending = "reset"
-            return out
 
 
 @pytest.fixture
@@ -338,8 +200,7 @@ def test_client_that_times_out_in_a_stall_is_noticed_during_the_stall(
     with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(5, read=0.3)) as c:
         c.post(served.url + "/v1/chat/completions", json=CHAT_BODY,
                headers={"X-Streamtape-Profile": "instant;fault=stall:3:30"})
-    while not lines and time.monotonic() - start < 5:
-        time.sleep(0.02)
+    wait_until(lambda: lines, timeout=5)
     assert lines and "outcome=client_disconnected" in lines[-1], lines
     assert time.monotonic() - start < 5  # not after the 30 s stall
 
@@ -357,10 +218,7 @@ def test_client_disconnect_mid_stream_is_logged_and_the_server_goes_on(
 ) -> None:
     with httpx.stream("POST", served.url + "/v1/chat/completions", json=CHAT_BODY) as r:
         next(r.iter_raw())
-    deadline = time.monotonic() + 5
-    while not any("client_disconnected" in x for x in lines) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert any("client_disconnected" in x for x in lines), lines
+    wait_until(lambda: any("client_disconnected" in x for x in lines), timeout=5)
     r2 = raw_request(served.url, headers={"X-Streamtape-Profile": "instant"})
     assert r2.ending == "complete"
 
@@ -443,15 +301,17 @@ async def test_async_use_and_close_with_streams_in_flight() -> None:
 
     srv = ReplayServer([chat_ix(200)], log=lambda _: None)
     await srv.start()
+    streaming: list[bytes] = []  # the first piece of each stream, once it has arrived
     async with httpx.AsyncClient() as client:
         async def fetch() -> None:
             async with client.stream("POST", srv.url + "/v1/chat/completions",
                                      json=CHAT_BODY) as r:
-                async for _ in r.aiter_raw():
-                    pass
+                async for piece in r.aiter_raw():
+                    if len(streaming) < 5:
+                        streaming.append(piece)
 
         tasks = [asyncio.create_task(fetch()) for _ in range(5)]
-        await asyncio.sleep(0.3)
+        await async_wait_until(lambda: len(streaming) == 5)
         await srv.close()
         results = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(r, httpx.RemoteProtocolError) for r in results), results

@@ -1,0 +1,617 @@
+"""The replay server: an asyncio driver of :class:`~streamtape.profiles.Schedule` values.
+
+:class:`ReplayServer` reads requests (:mod:`.request`), asks the
+:class:`~streamtape.match.Matcher` for the interaction, asks the profile for a
+schedule, and plays it with a :class:`~.player.Player` against absolute
+deadlines from the moment the request was received. Everything about the
+bytes on the wire (the head, the framing headers, chunk framing, error
+bodies) comes from :mod:`streamtape.wire`; this module only decides *when*
+and *on which socket*.
+
+Schedules are pure functions of (profile, interaction, seed), so they are
+computed once and shared, and so are their framed pieces: a thousand
+concurrent streams of one recording cost a thousand sockets, not a thousand
+copies of the timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ..cassette import Cassette, Interaction, load_many
+from ..clock import sleep_until
+from ..errors import NoMatchError, OptionError, StreamtapeError
+from ..match import Matcher
+from ..profiles import Profile, Schedule, StepKind, parse_profile
+from ..wire import (
+    DIRECT_HEADER,
+    PROFILE_HEADER,
+    ErrorType,
+    Framing,
+    body_end,
+    error_body,
+    response_head,
+)
+from .player import Player, Prepared, Stop, reset
+from .request import MAX_HEAD, BadRequest, HTTPRequest, read_request
+
+__all__ = ["CONTROL_PREFIX", "ReplayServer", "ReplaySource", "ServeOutcome", "ServedRequest"]
+
+CONTROL_PREFIX = "/_streamtape/"
+"""Requests under this path are answered by the server itself (``GET /_streamtape/requests``)."""
+
+_log = logging.getLogger("streamtape.serve")
+
+_CACHE = 256  # schedules, framed schedules and per-request profiles kept
+
+_Path = str | os.PathLike[str]
+ReplaySource = Matcher | Cassette | _Path | Iterable[Interaction | Cassette | _Path]
+"""What a :class:`ReplayServer` serves: a matcher, or cassettes, paths (files or
+folders of ``.tape`` files) and interactions to build one from."""
+
+
+class ServeOutcome(StrEnum):
+    """How the server's answer to one request ended (the ``outcome=`` of the log line)."""
+
+    COMPLETE = "complete"
+    CUT = "cut"
+    RESET = "reset"
+    CLIENT_DISCONNECTED = "client_disconnected"
+    INTERRUPTED = "interrupted"
+    """The server shut down mid-stream."""
+    NO_RESPONSE = "no_response"
+    """The recording has no response head: the client got none either."""
+    NO_MATCH = "no_match"
+    BAD_PROFILE = "bad_profile"
+    CONTROL = "control"
+
+
+@dataclass(frozen=True)
+class ServedRequest:
+    """What the log line says about one request."""
+
+    number: int
+    method: str
+    target: str
+    status: int | None
+    interaction: int | None
+    source: str | None
+    profile: str | None
+    outcome: ServeOutcome
+    pieces: int = 0
+    bytes: int = 0
+    duration_ns: int = 0
+    detail: str = ""
+
+    def line(self) -> str:
+        head = f"#{self.number} {self.method} {self.target}"
+        if self.interaction is None:
+            where = ""
+        else:
+            where = f" -> interaction {self.interaction}"
+            if self.source:
+                where += f" of {self.source}"
+        st = f" {self.status}" if self.status is not None else ""
+        prof = f" profile={self.profile}" if self.profile else ""
+        body = (
+            f" {self.pieces} pieces {self.bytes} B {self.duration_ns / 1e9:.3f}s"
+            if self.interaction is not None
+            else ""
+        )
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{head}{where}{st}{prof}{body} outcome={self.outcome}{detail}"
+
+
+@dataclass(eq=False)
+class _Conn:
+    writer: asyncio.StreamWriter
+    task: asyncio.Task[Any] | None = None
+
+
+@dataclass
+class _Stats:
+    served: int = 0
+    no_match: int = 0
+    by_outcome: dict[ServeOutcome, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The request-independent half of a log line: which interaction, from where, which profile."""
+
+    interaction: int
+    source: str | None
+    profile: str
+
+
+def _as_profile(p: Profile | str) -> Profile:
+    return parse_profile(p) if isinstance(p, str) else p
+
+
+def _simple_response(status: int, body: bytes, *, keep_alive: bool = True) -> bytes:
+    """A whole JSON response (head and body) the server answers by itself."""
+    head, _, _ = response_head(
+        status, "", [("Content-Type", "application/json")], Framing.CONTENT_LENGTH,
+        content_length=len(body), keep_alive=keep_alive,
+    )
+    return head + body
+
+
+def _error_response(status: int, message: str, type_: ErrorType, *, keep_alive: bool) -> bytes:
+    return _simple_response(status, error_body(message, type_), keep_alive=keep_alive)
+
+
+class ReplayServer:
+    """Serve recorded interactions over HTTP/1.1 on ``host:port`` (port 0: any free port).
+
+    ``source`` is a :class:`~streamtape.match.Matcher`, or interactions /
+    cassettes / paths from which one is built with ``ignore_fields``,
+    ``match_headers`` and ``strict``. ``profile`` is a profile text or a
+    :class:`~streamtape.profiles.Profile`. ``log`` receives one line per request.
+    ``sources`` names the cassette of each of the matcher's interactions (for
+    the log line) when ``source`` is a Matcher.
+
+    Async use: ``await server.start()``, ``server.url``, ``await server.close()``
+    (or ``async with``). From synchronous code (tests), ``with server:`` runs it
+    on a background thread with its own event loop.
+    """
+
+    def __init__(
+        self,
+        source: ReplaySource,
+        *,
+        profile: Profile | str = "faithful",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ignore_fields: Iterable[str] = (),
+        match_headers: Iterable[str] = (),
+        strict: bool = False,
+        log: Callable[[str], None] | None = None,
+        direct_token: str | None = None,
+        sources: Sequence[str | None] | None = None,
+    ) -> None:
+        if isinstance(source, Matcher):
+            self.matcher = source
+            names: list[str | None] = list(sources or [None] * len(source.interactions))
+        else:
+            interactions, names = _collect(source)
+            self.matcher = Matcher(
+                interactions,
+                ignore_fields=tuple(ignore_fields),
+                match_headers=tuple(match_headers),
+                strict=strict,
+            )
+        self._set_where(names)
+        self.profile = _as_profile(profile)
+        self.direct_token = direct_token
+        self.host = host
+        self.port = port
+        self.log = log or _log.info
+        self._server: asyncio.Server | None = None
+        self._conns: set[_Conn] = set()
+        self._profiles: dict[str, Profile] = {}
+        self._schedules: dict[tuple[int, int, int], tuple[Profile, Interaction, Schedule]] = {}
+        self._prepared: dict[tuple[int, Framing], tuple[Schedule, Prepared]] = {}
+        self._count = 0
+        self.stats = _Stats()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed: asyncio.Event | None = None
+
+    def _set_where(self, names: Sequence[str | None]) -> None:
+        # Where each interaction came from: (index within its cassette, cassette name).
+        self._where: list[tuple[int, str | None]] = []
+        counters: dict[str | None, int] = {}
+        for name in names:
+            n = counters.get(name, 0)
+            counters[name] = n + 1
+            self._where.append((n, name))
+
+    def replace_matcher(self, matcher: Matcher, sources: Sequence[str | None] | None = None) -> None:
+        """Serve from another matcher from the next request on."""
+        self.matcher = matcher
+        self._set_where(list(sources or [None] * len(matcher.interactions)))
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """The requests received so far (what ``GET /_streamtape/requests`` returns)."""
+        return self.matcher.received
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._closed = asyncio.Event()
+        try:
+            self._server = await asyncio.start_server(
+                self._handle, self.host, self.port, limit=MAX_HEAD, backlog=2048
+            )
+        except OSError as e:
+            raise OptionError(
+                f"cannot listen on {self.host}:{self.port}: {e.strerror or e}"
+            ) from None
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._closed is not None
+        await self._closed.wait()
+
+    async def close(self) -> None:
+        """Stop listening, abort every open connection, wait for their tasks."""
+        if self._server is not None:
+            self._server.close()
+        tasks = []
+        for c in list(self._conns):
+            with contextlib.suppress(Exception):
+                c.writer.transport.abort()
+            if c.task is not None and c.task is not asyncio.current_task():
+                c.task.cancel()
+                tasks.append(c.task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        if self._closed is not None:
+            self._closed.set()
+
+    async def __aenter__(self) -> ReplayServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __enter__(self) -> ReplayServer:
+        """Run on a background thread with its own loop (for synchronous callers)."""
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            async def main() -> None:
+                try:
+                    await self.start()
+                except BaseException as e:
+                    failure.append(e)
+                    started.set()
+                    return
+                started.set()
+                await self.serve_forever()
+
+            asyncio.run(main())
+
+        self._thread = threading.Thread(target=run, name="streamtape-serve", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            raise failure[0]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            fut = asyncio.run_coroutine_threadsafe(self.close(), loop)
+            with contextlib.suppress(Exception):
+                fut.result(10)
+            thread.join(10)
+
+    # ----------------------------------------------------------------- connections
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = _Conn(writer, asyncio.current_task())
+        self._conns.add(conn)
+        try:
+            while True:
+                try:
+                    req = await read_request(reader, writer)
+                except BadRequest as e:
+                    writer.write(_error_response(400, str(e), ErrorType.BAD_REQUEST,
+                                                 keep_alive=False))
+                    break
+                if req is None:
+                    break
+                keep = await self._respond(req, reader, writer)
+                if not keep:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:
+            # Server shutdown: the transport was aborted already; finish quietly.
+            pass
+        finally:
+            self._conns.discard(conn)
+            if not writer.transport.is_closing():
+                writer.close()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    def _emit(self, rec: ServedRequest) -> None:
+        self.stats.by_outcome[rec.outcome] = self.stats.by_outcome.get(rec.outcome, 0) + 1
+        try:
+            self.log(rec.line())
+        except Exception:  # a failing log sink must not break the replay
+            _log.exception("streamtape log callback failed")
+
+    def _profile_for(self, req: HTTPRequest) -> Profile:
+        text = req.header(PROFILE_HEADER)
+        if not text:
+            return self.profile
+        prof = self._profiles.get(text)
+        if prof is None:
+            prof = parse_profile(text)  # ProfileError propagates
+            if len(self._profiles) > _CACHE:
+                self._profiles.clear()
+            self._profiles[text] = prof
+        return prof
+
+    async def _respond(self, req: HTTPRequest, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> bool:
+        t0 = time.perf_counter_ns()
+        self._count += 1
+        number = self._count
+        keep_alive = req.keep_alive
+
+        if req.target.startswith(CONTROL_PREFIX):
+            return await self._control(req, writer, number, keep_alive)
+
+        def refuse(status: int, outcome: ServeOutcome, error: StreamtapeError,
+                   type_: ErrorType, served: _Served | None = None) -> bool:
+            self._emit(ServedRequest(
+                number, req.method, req.target, status,
+                served.interaction if served else None, served.source if served else None,
+                served.profile if served else None, outcome, detail=str(error),
+            ))
+            writer.write(_error_response(status, str(error), type_, keep_alive=keep_alive))
+            return keep_alive
+
+        try:
+            profile = self._profile_for(req)
+        except StreamtapeError as e:
+            return refuse(400, ServeOutcome.BAD_PROFILE, e, ErrorType.BAD_PROFILE)
+
+        try:
+            direct = self._direct(req)
+            if direct is not None:
+                index, ix = direct, self.matcher.interactions[direct]
+            else:
+                index, ix = self.matcher.match_indexed(
+                    req.method, self._url(req), tuple(req.headers), req.body
+                )
+        except NoMatchError as e:
+            self.stats.no_match += 1
+            return refuse(404, ServeOutcome.NO_MATCH, e, ErrorType.NO_MATCH)
+        n, source = self._where[index] if index < len(self._where) else (index, None)
+        served = _Served(n, source, profile.text)
+        self.stats.served += 1
+
+        try:
+            sched = self._schedule(profile, index, ix)
+        except StreamtapeError as e:
+            return refuse(400, ServeOutcome.BAD_PROFILE, e, ErrorType.BAD_PROFILE, served)
+
+        reported = False
+
+        def report(outcome: ServeOutcome, pieces: int, nbytes: int) -> None:
+            # Called just before the last bytes (or the close) go out, so a client
+            # that has seen the end of its response can already read the line.
+            nonlocal reported
+            if reported:
+                return
+            reported = True
+            if sched.framing == Framing.NONE:
+                outcome = ServeOutcome.NO_RESPONSE
+            self._emit(ServedRequest(
+                number, req.method, req.target, sched.status or None, served.interaction,
+                served.source, served.profile, outcome, pieces=pieces, bytes=nbytes,
+                duration_ns=time.perf_counter_ns() - t0,
+            ))
+
+        outcome, pieces, nbytes, keep = await self._play(sched, req, reader, writer, t0, keep_alive,
+                                                         report)
+        report(outcome, pieces, nbytes)
+        return keep
+
+    def _schedule(self, profile: Profile, index: int, ix: Interaction) -> Schedule:
+        """The profile's schedule for interaction ``index``, computed once.
+
+        Schedules are pure functions of (profile, interaction, seed), so every
+        request for the same pair shares one: concurrent streams cost only
+        their own connection, not a copy of the timeline.
+        """
+        key = (id(profile), index, id(ix))
+        hit = self._schedules.get(key)
+        if hit is not None and hit[0] is profile and hit[1] is ix:
+            return hit[2]
+        sched = profile.schedule(ix)
+        if len(self._schedules) >= _CACHE:
+            self._schedules.pop(next(iter(self._schedules)))
+        self._schedules[key] = (profile, ix, sched)
+        return sched
+
+    def _prepare(self, sched: Schedule, framing: Framing) -> Prepared:
+        """The schedule framed for the wire, once per (schedule, framing)."""
+        key = (id(sched), framing)
+        hit = self._prepared.get(key)
+        if hit is not None and hit[0] is sched:
+            return hit[1]
+        prepared = Prepared.of(sched.steps, framing)
+        if len(self._prepared) >= _CACHE:
+            self._prepared.pop(next(iter(self._prepared)))
+        self._prepared[key] = (sched, prepared)
+        return prepared
+
+    def _direct(self, req: HTTPRequest) -> int | None:
+        """The interaction named by ``X-Streamtape-Replay: TOKEN:INDEX`` (the proxy addon,
+        which matched already), or None."""
+        if self.direct_token is None:
+            return None
+        value = req.header(DIRECT_HEADER)
+        if value is None:
+            return None
+        token, _, index = value.rpartition(":")
+        if token != self.direct_token or not index.isdigit():
+            return None
+        n = int(index)
+        return n if n < len(self.matcher.interactions) else None
+
+    def _url(self, req: HTTPRequest) -> str:
+        if "://" in req.target:
+            return req.target
+        host = req.header("host") or f"{self.host}:{self.port}"
+        return f"http://{host}{req.target}"
+
+    async def _play(
+        self, sched: Schedule, req: HTTPRequest, reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter, t0: int, keep_alive: bool,
+        report: Callable[[ServeOutcome, int, int], None],
+    ) -> tuple[ServeOutcome, int, int, bool]:
+        """Run one schedule on the socket. Returns (outcome, pieces, bytes, keep connection)."""
+        steps = sched.steps
+        transport = writer.transport
+        if sched.framing == Framing.NONE or not sched.status:
+            # The recording got no response head (upstream refused): neither does the client.
+            await sleep_until(t0 + (steps[-1].at_ns if steps else sched.head_at_ns))
+            report(ServeOutcome.CUT, 0, 0)
+            if steps and steps[-1].kind == StepKind.RESET:
+                reset(transport)
+            else:
+                writer.close()
+            return ServeOutcome.CUT, 0, 0, False
+        head, framing, keep = response_head(
+            sched.status, sched.reason, sched.end_to_end, sched.framing,
+            content_length=sched.content_length, keep_alive=keep_alive, method=req.method,
+            chunked_ok=req.chunked_ok,
+        )
+        prepared = self._prepare(sched, framing)
+        player = Player(prepared, t0, transport, reader)
+        try:
+            await sleep_until(t0 + sched.head_at_ns)
+            if transport.is_closing():
+                return ServeOutcome.CLIENT_DISCONNECTED, 0, 0, False
+            transport.write(head)
+            while True:
+                why = await player.start()
+                if why is Stop.DRAIN:
+                    await writer.drain()
+                elif why is Stop.YIELD:
+                    # Instant replay of a long stream: let other streams run.
+                    await asyncio.sleep(0)
+                elif why is Stop.CLOSED:
+                    return ServeOutcome.CLIENT_DISCONNECTED, player.pieces, player.byte_count, False
+                else:
+                    break
+            pieces, nbytes = player.pieces, player.byte_count
+            kind = player.next_kind
+            if kind == StepKind.CUT:
+                await self._flush(writer)
+                report(ServeOutcome.CUT, pieces, nbytes)
+                writer.close()
+                return ServeOutcome.CUT, pieces, nbytes, False
+            if kind == StepKind.RESET:
+                await self._flush(writer)
+                report(ServeOutcome.RESET, pieces, nbytes)
+                reset(transport)
+                return ServeOutcome.RESET, pieces, nbytes, False
+            report(ServeOutcome.COMPLETE, pieces, nbytes)
+            if framing == Framing.CHUNKED:
+                transport.write(body_end(framing))
+            if framing == Framing.CLOSE_DELIMITED or not keep:
+                await self._flush(writer)
+                writer.close()
+                return ServeOutcome.COMPLETE, pieces, nbytes, False
+            await writer.drain()
+            return ServeOutcome.COMPLETE, pieces, nbytes, True
+        except (ConnectionError, OSError):
+            return ServeOutcome.CLIENT_DISCONNECTED, player.pieces, player.byte_count, False
+        except asyncio.CancelledError:
+            player.cancel()
+            # the server is shutting down
+            report(ServeOutcome.INTERRUPTED, player.pieces, player.byte_count)
+            raise
+
+    @staticmethod
+    async def _flush(writer: asyncio.StreamWriter, timeout: float = 5.0) -> None:
+        """Wait until the transport handed everything to the kernel."""
+        transport = writer.transport
+        deadline = time.monotonic() + timeout
+        while transport.get_write_buffer_size() and time.monotonic() < deadline:
+            if transport.is_closing():
+                return
+            await asyncio.sleep(0.001)
+
+    async def _control(self, req: HTTPRequest, writer: asyncio.StreamWriter, number: int,
+                       keep_alive: bool) -> bool:
+        status, body = control_response(req.method, req.target, self.matcher)
+        self._emit(ServedRequest(number, req.method, req.target, status, None, None, None,
+                                 ServeOutcome.CONTROL))
+        writer.write(_simple_response(status, body, keep_alive=keep_alive))
+        await writer.drain()
+        return keep_alive
+
+
+def control_response(method: str, target: str, matcher: Matcher) -> tuple[int, bytes]:
+    """The status and JSON body for a request under :data:`CONTROL_PREFIX`."""
+    path = target.split("?", 1)[0]
+    if method == "GET" and path == CONTROL_PREFIX + "requests":
+        return 200, json.dumps(_jsonable(matcher.received), indent=None).encode()
+    return 404, error_body(f"unknown control endpoint {method} {path}", ErrorType.BAD_REQUEST)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, bytes):
+        try:
+            return v.decode()
+        except UnicodeDecodeError:
+            return v.decode("latin-1")
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _collect(source: ReplaySource) -> tuple[list[Interaction], list[str | None]]:
+    """Interactions (and the cassette each came from) from a cassette, paths, or interactions."""
+    if isinstance(source, Cassette):
+        name = source.path.name if source.path else None
+        return list(source), [name] * len(source)
+    items: list[Interaction] = []
+    names: list[str | None] = []
+    paths: list[_Path] = []
+    many = [source] if isinstance(source, str | os.PathLike) else source
+    assert not isinstance(many, Matcher)
+    for s in many:
+        if isinstance(s, Interaction):
+            items.append(s)
+            names.append(None)
+        elif isinstance(s, Cassette):
+            items.extend(s)
+            names.extend([s.path.name if s.path else None] * len(s))
+        else:
+            paths.append(s)
+    for cas in load_many(paths) if paths else ():
+        items.extend(cas)
+        names.extend([cas.path.name if cas.path else None] * len(cas))
+    return items, names
