@@ -106,7 +106,7 @@ def child_streamtape(tape: str, profile: str) -> None:
     if os.environ.get("BENCH_MIN_LEAD_NS"):  # experiment: the smallest spin lead
         clock._Waker.min_lead_ns = int(os.environ["BENCH_MIN_LEAD_NS"])
     if os.environ.get("BENCH_ASYNCIO_SLEEP"):  # experiment: streamtape on asyncio's timers
-        from streamtape import serve
+        from streamtape.serve import server as serve
 
         async def plain_sleep_until(deadline_ns: int) -> None:
             delay = (deadline_ns - time.perf_counter_ns()) / 1e9

@@ -8,7 +8,9 @@ import sys
 
 import click
 
+from ..cassette import load_many
 from ..errors import OptionError
+from ..profiles import parse_profile
 
 
 def _echo(line: str) -> None:
@@ -56,9 +58,6 @@ def serve(
     timing and chunk boundaries, under the profile. GET /_streamtape/requests
     lists the requests received. One line per request; Ctrl-C stops.
     """
-    from ..cassette import load_many
-    from ..profiles import parse_profile
-
     if not proxy and passthrough is not None:
         raise click.UsageError("--passthrough/--refuse-unmatched only apply with --proxy")
     if not proxy and confdir:
@@ -74,7 +73,7 @@ def serve(
                      passthrough is not False, confdir, n)
         return
 
-    from ..serve import ReplayServer
+    from ..serve import ReplayServer  # late: the asyncio server is not needed by other commands
 
     server = ReplayServer(
         cassettes, profile=prof, host=host, port=port, ignore_fields=ignore_fields,
@@ -109,7 +108,7 @@ def _serve_proxy(
     paths: tuple[str, ...], host: str, port: int, profile: str, ignore_fields: tuple[str, ...],
     match_headers: tuple[str, ...], strict: bool, passthrough: bool, confdir: str | None, n: int,
 ) -> None:
-    from ..mitm import run_proxy
+    from ..mitm import run_proxy  # late: mitmproxy is heavy and only --proxy needs it
     from ..mitm_replay import ReplayAddon
 
     failures: list[str] = []
