@@ -59,6 +59,7 @@ __all__ = [
     "end_to_end",
     "error_body",
     "frame",
+    "framer",
     "framing_headers",
     "has_no_body",
     "header_value",
@@ -254,6 +255,13 @@ _ENDINGS: Mapping[Framing, bytes] = {
 def frame(framing: str, data: bytes) -> bytes:
     """One body piece as it goes on the wire: one HTTP chunk, or the bytes themselves."""
     return _FRAMERS[replay_framing(framing)](data)
+
+
+def framer(framing: str) -> Callable[[bytes], bytes]:
+    """:func:`frame` for one framing, looked up once: for a driver that frames
+    piece by piece (the ``requests`` adapter), where the lookup would cost
+    as much as the framing."""
+    return _FRAMERS[replay_framing(framing)]
 
 
 def body_end(framing: str) -> bytes:
