@@ -23,9 +23,9 @@ import requests
 import streamtape
 from streamtape import Chunk, Interaction, Request, Response
 from streamtape.errors import NoMatchError, ProfileError
-from streamtape.profiles import parse_profile
+from streamtape.profiles import StepKind, parse_profile
 from streamtape.serve import ReplayServer
-from streamtape.transport import Action, play_actions
+from streamtape.transport import TIMEOUT, Action, play_actions
 
 MS = 1_000_000
 URL = "http://llm.test/v1/chat/completions"
@@ -82,15 +82,15 @@ def raw_pieces(pkg, transport, profile_header: str | None = None, timeout: float
 def test_play_actions_times_out_when_a_silence_is_longer_than_the_read_timeout() -> None:
     sched = parse_profile("faithful").schedule(sse_ix(gap_ms=500))
     acts = list(play_actions(sched.steps, sched.head_at_ns, 200 * MS))
-    assert [a.kind for a in acts] == ["data", "timeout"]
+    assert [a.kind for a in acts] == [StepKind.SEND, TIMEOUT]
     assert acts[-1].at_ns == acts[0].at_ns + 200 * MS
 
 
 def test_play_actions_without_timeout_plays_every_step_then_the_end() -> None:
     sched = parse_profile("faithful").schedule(sse_ix())
     acts = list(play_actions(sched.steps, sched.head_at_ns, None))
-    assert [a.data for a in acts if a.kind == "data"] == EVENTS
-    assert acts[-1] == Action(sched.steps[-1].at_ns, "end")
+    assert [a.data for a in acts if a.kind is StepKind.SEND] == EVENTS
+    assert acts[-1] == Action(sched.steps[-1].at_ns, StepKind.END)
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,300 @@
+"""What the in-process drivers play, and when: matching, scheduling, body actions.
+
+No client package is imported here: this is the part the httpx faces
+(:mod:`.httpx_transport`) and the ``requests`` adapter (:mod:`.requests_adapter`)
+share. :class:`Replayer` turns a request into a :class:`ReplayPlan` (the
+matched interaction and the profile's :class:`~streamtape.profiles.Schedule`);
+:func:`head_failure` and :func:`play_actions` say, given the client's read
+timeout, when the head is due and what the client sees after it. They are
+pure, so every face fails the same way at the same virtual time; a face only
+waits for each deadline and turns an ending into its package's exception.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, NamedTuple, TypedDict, Unpack
+
+from ..cassette import Cassette, Interaction, load, load_many
+from ..errors import NoMatchError, OptionError, ProfileError
+from ..match import Matcher
+from ..profiles import Profile, Schedule, Step, StepKind, parse_profile
+from ..wire import PROFILE_HEADER, ErrorType, Framing, error_body, header_value, reason_phrase
+
+__all__ = [
+    "TIMEOUT",
+    "Action",
+    "ActionKind",
+    "CassetteSource",
+    "MatchOptions",
+    "NoMatchMode",
+    "ReplayPlan",
+    "Replayer",
+    "head_failure",
+    "play_actions",
+]
+
+TIMEOUT: Final = "timeout"
+"""The one action kind a schedule does not have: the client's read timeout expires first."""
+
+ActionKind = StepKind | Literal["timeout"]
+"""``send`` (hand a piece to the client), ``end``, ``cut``, ``reset`` or ``timeout``."""
+
+NoMatchMode = Literal["404", "raise"]
+"""What a request that matches nothing (or a profile that cannot apply) gets:
+an error response, as from the replay server, or a raised library error."""
+
+CassetteSource = (
+    Cassette | Interaction | str | os.PathLike[str] | Iterable[Interaction | Cassette | str | os.PathLike[str]]
+)
+"""What a replayer accepts as its recordings: a loaded cassette, a ``.tape`` file or
+a folder of them, interactions, or a mix of these."""
+
+
+class MatchOptions(TypedDict, total=False):
+    """The :class:`Replayer` options every driver passes through (see its docstring)."""
+
+    ignore_fields: Sequence[str]
+    match_headers: Sequence[str]
+    strict: bool
+    seed: int | None
+    no_match: NoMatchMode
+
+
+class Action(NamedTuple):
+    """One thing the client sees, ``at_ns`` after the request arrived.
+
+    A schedule's :class:`~streamtape.profiles.Step` as the client meets it:
+    ``send`` hands ``data`` over as one piece; ``end``, ``cut`` and ``reset``
+    end the body; ``timeout`` (:data:`TIMEOUT`) is the client giving up first.
+    """
+
+    at_ns: int
+    kind: ActionKind
+    data: bytes = b""
+
+
+_SEND, _END = StepKind.SEND, StepKind.END
+_ENDINGS = frozenset((StepKind.END, StepKind.CUT, StepKind.RESET))
+
+
+def play_actions(
+    steps: Sequence[Step], head_at_ns: int, read_timeout_ns: int | None
+) -> Iterator[Action]:
+    """The body actions of a schedule, given the client's read timeout. Pure.
+
+    A read timeout fires when the silence since the head or the last piece is
+    longer than the timeout: the client gives up before the next step.
+    """
+    last = head_at_ns
+    for step in steps:
+        kind = step.kind
+        if kind is _SEND and not step.data:
+            continue
+        if read_timeout_ns is not None and step.at_ns - last > read_timeout_ns:
+            yield Action(last + read_timeout_ns, TIMEOUT)
+            return
+        if kind is _SEND:
+            yield Action(step.at_ns, _SEND, step.data)
+            last = max(last, step.at_ns)
+            continue
+        if kind not in _ENDINGS:
+            raise OptionError(f"replay schedule has an unknown step kind {kind!r}")
+        yield Action(step.at_ns, kind)
+        return
+    # A schedule always ends with end/cut/reset; be safe if one does not.
+    yield Action(last, _END)
+
+
+def head_failure(schedule: Schedule, read_timeout_ns: int | None) -> Action | None:
+    """How the connection fails before the response head, or None when the head
+    arrives (at ``schedule.head_at_ns``). Pure.
+
+    A schedule without a head (status 0: none was recorded) is the server
+    hanging up at its last step: ``reset`` when that step is one, else ``cut``.
+    A head (or that hang-up) due later than the read timeout is a ``timeout``.
+    """
+    if schedule.status == 0:
+        last = schedule.steps[-1] if schedule.steps else None
+        at = last.at_ns if last is not None else 0
+        if read_timeout_ns is not None and at > read_timeout_ns:
+            return Action(read_timeout_ns, TIMEOUT)
+        if last is not None and last.kind is StepKind.RESET:
+            return Action(at, StepKind.RESET)
+        return Action(at, StepKind.CUT)
+    if read_timeout_ns is not None and schedule.head_at_ns > read_timeout_ns:
+        return Action(read_timeout_ns, TIMEOUT)
+    return None
+
+
+def timeout_ns(seconds: float | None) -> int | None:
+    """A client's timeout in seconds as nanoseconds (None: no timeout)."""
+    if seconds is None:
+        return None
+    return max(0, int(seconds * 1e9))
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """A response to play: the matched interaction (None for an error the replayer
+    invents), the profile text that scheduled it, and the schedule."""
+
+    interaction: Interaction | None
+    profile: str
+    schedule: Schedule
+
+    def header(self, name: str) -> str | None:
+        """The first value of response header ``name`` as sent (case-insensitive)."""
+        return self.schedule.header(name)
+
+
+def _error_plan(status: int, message: str, type_: ErrorType) -> ReplayPlan:
+    """A JSON error response in OpenAI's shape, as the replay server sends."""
+    body = error_body(message, type_)
+    schedule = Schedule(
+        status=status,
+        reason=reason_phrase(status),
+        end_to_end=(("Content-Type", "application/json"),),
+        framing=Framing.CONTENT_LENGTH,
+        head_at_ns=0,
+        steps=(Step(0, _SEND, body), Step(0, _END)),
+        content_length=len(body),
+    )
+    return ReplayPlan(interaction=None, profile="", schedule=schedule)
+
+
+def _as_interactions(cassette: CassetteSource) -> list[Interaction]:
+    if isinstance(cassette, Cassette):
+        return list(cassette)
+    if isinstance(cassette, str | os.PathLike):
+        if os.path.isdir(cassette):
+            return [ix for c in load_many([cassette]) for ix in c]
+        return list(load(cassette))
+    if isinstance(cassette, Interaction):
+        return [cassette]
+    try:
+        items = list(cassette)
+    except TypeError:
+        raise OptionError(
+            f"cassette must be a Cassette, a path or interactions, not {type(cassette).__name__}"
+        ) from None
+    out: list[Interaction] = []
+    for item in items:
+        if isinstance(item, Interaction):
+            out.append(item)
+        elif isinstance(item, Cassette | str | os.PathLike):
+            out.extend(_as_interactions(item))
+        else:
+            raise OptionError(f"not an interaction or cassette: {type(item).__name__}")
+    return out
+
+
+class Replayer:
+    """Matching and profiles for the in-process drivers. Thread-safe.
+
+    ``cassette``: a loaded :class:`Cassette`, a path (file or folder of
+    ``*.tape``), or interactions. ``profile``: preset name, profile text or a
+    parsed :class:`~streamtape.profiles.Profile`.
+    """
+
+    def __init__(
+        self,
+        cassette: CassetteSource,
+        profile: str | Profile = "faithful",
+        *,
+        ignore_fields: Sequence[str] = (),
+        match_headers: Sequence[str] = (),
+        strict: bool = False,
+        seed: int | None = None,
+        no_match: NoMatchMode = "404",
+    ) -> None:
+        if no_match not in ("404", "raise"):
+            raise OptionError(f"no_match must be '404' or 'raise', not {no_match!r}")
+        self.interactions = _as_interactions(cassette)
+        if isinstance(profile, str):
+            self.profile: Profile = parse_profile(profile)
+            self.profile_text = profile
+        else:  # an already parsed Profile
+            self.profile, self.profile_text = profile, profile.text
+        self.seed = seed
+        self.no_match: NoMatchMode = no_match
+        self.matcher = Matcher(
+            self.interactions,
+            ignore_fields=tuple(ignore_fields),
+            match_headers=tuple(match_headers),
+            strict=strict,
+        )
+        self._profiles: dict[str, Profile] = {self.profile_text: self.profile}
+        self._lock = threading.Lock()
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """The requests seen so far (as the replay server's ``/_streamtape/requests``)."""
+        return self.matcher.received
+
+    def _profile_for(self, headers: Sequence[tuple[str, str]]) -> tuple[str, Profile]:
+        override = header_value(headers, PROFILE_HEADER)
+        if override is None:
+            return self.profile_text, self.profile
+        with self._lock:
+            prof = self._profiles.get(override)
+        if prof is None:
+            prof = parse_profile(override)
+            with self._lock:
+                self._profiles[override] = prof
+        return override, prof
+
+    def plan(
+        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
+    ) -> ReplayPlan:
+        """Match a request and schedule its response.
+
+        As the replay server: no match is a 404 (``streamtape_no_match``), a bad
+        ``X-Streamtape-Profile`` or a profile that cannot apply to the matched
+        recording is a 400 (``streamtape_bad_profile``); with ``no_match="raise"``
+        they raise :class:`NoMatchError` / :class:`ProfileError` instead.
+        """
+        try:
+            text, prof = self._profile_for(headers)
+            ix = self.matcher.match(method, url, headers, body)
+            schedule = prof.schedule(ix, seed=self.seed)
+        except NoMatchError as e:
+            if self.no_match == "raise":
+                raise
+            return _error_plan(404, str(e), ErrorType.NO_MATCH)
+        except ProfileError as e:
+            if self.no_match == "raise":
+                raise
+            return _error_plan(400, str(e), ErrorType.BAD_PROFILE)
+        return ReplayPlan(interaction=ix, profile=text, schedule=schedule)
+
+
+class ReplayDriver:
+    """What every in-process driver holds: a :class:`Replayer` and the clock mode.
+
+    ``realtime=True`` waits for each step's deadline (absolute, from the moment
+    the request arrived); ``realtime=False`` runs on a virtual clock.
+    """
+
+    def __init__(
+        self,
+        cassette: CassetteSource,
+        profile: str | Profile = "faithful",
+        *,
+        realtime: bool = True,
+        **options: Unpack[MatchOptions],
+    ) -> None:
+        self.replayer = Replayer(cassette, profile, **options)
+        self.realtime = realtime
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """The requests seen so far."""
+        return self.replayer.received
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        return self.replayer.interactions
