@@ -25,7 +25,7 @@ from streamtape import Chunk, Interaction, Request, Response
 from streamtape.errors import NoMatchError, ProfileError
 from streamtape.profiles import StepKind, parse_profile
 from streamtape.serve import ReplayServer
-from streamtape.transport import TIMEOUT, Action, play_actions
+from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
 
 MS = 1_000_000
 URL = "http://llm.test/v1/chat/completions"
@@ -91,6 +91,19 @@ def test_play_actions_without_timeout_plays_every_step_then_the_end() -> None:
     acts = list(play_actions(sched.steps, sched.head_at_ns, None))
     assert [a.data for a in acts if a.kind is StepKind.SEND] == EVENTS
     assert acts[-1] == Action(sched.steps[-1].at_ns, StepKind.END)
+
+
+def test_head_failure_is_a_timeout_when_the_head_is_due_after_the_read_timeout() -> None:
+    sched = parse_profile("instant;fault=slow-headers:500").schedule(sse_ix())
+    assert head_failure(sched, 200 * MS) == Action(200 * MS, TIMEOUT)
+    assert head_failure(sched, None) is None
+
+
+def test_head_failure_of_a_recording_without_a_head_is_the_server_hanging_up() -> None:
+    headless = Interaction(sse_ix().request, None, outcome="upstream_error", end_ns=50 * MS)
+    sched = parse_profile("faithful").schedule(headless)
+    assert head_failure(sched, None) == Action(50 * MS, StepKind.CUT)
+    assert head_failure(sched, 10 * MS) == Action(10 * MS, TIMEOUT)
 
 
 # --------------------------------------------------------------------------

@@ -9,8 +9,8 @@ Plug a cassette straight into client code, no sockets::
 
     anthropic.Anthropic(api_key="x", base_url="http://llm.test",
                         http_client=httpx2.Client(transport=t))
-    openai.AsyncOpenAI(..., http_client=httpx2.AsyncClient(
-        transport=streamtape.AsyncReplayTransport(cas)))
+    # one transport serves async clients too (AsyncReplayTransport is its other name)
+    openai.AsyncOpenAI(..., http_client=httpx2.AsyncClient(transport=t))
 
     ollama.Client(host="http://llm.test", transport=streamtape.ReplayTransport(cas))
 
@@ -67,6 +67,10 @@ Homes:
 - :mod:`.requests_adapter`: :class:`ReplayAdapter`, real HTTP/1.1 wire bytes
   through ``http.client`` and ``urllib3``; imported on first use, since it
   imports ``requests``.
+
+HTTP/1.1 details (the profile header, header lookup, reason phrases, the
+response head, chunk framing, the error body) come from :mod:`streamtape.wire`,
+as for the replay server; step kinds from :class:`streamtape.profiles.StepKind`.
 """
 
 from __future__ import annotations
