@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from urllib.parse import urlsplit
 
 from .cassette import Interaction
@@ -53,3 +54,24 @@ def summary_line(ix: Interaction) -> str:
     if ix.error:
         line += f" ({ix.error})"
     return line
+
+
+def jsonable(v: object) -> object:
+    """``v`` as data any JSON reader takes (``diff --json``, the replay server's
+    received requests): bytes as text (UTF-8, else Latin-1, so no byte is lost),
+    tuples as lists, sets as lists sorted by text, dict keys as strings, and NaN or
+    infinity as null, since JSON has no such numbers and Python would write ``NaN``."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, bytes):
+        try:
+            return v.decode()
+        except UnicodeDecodeError:
+            return v.decode("latin-1")
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return [jsonable(x) for x in sorted(v, key=str)]
+    return v

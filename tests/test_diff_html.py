@@ -18,8 +18,8 @@ import pytest
 
 import streamtape
 from streamtape.cassette import Chunk
-from streamtape.diff import compare, diff_many
-from streamtape.diff_html import piece_text, render_html
+from streamtape.diff import compare, diff_many, render_html
+from streamtape.diff.html import piece_text
 from tests.test_diff import one, recorded, run  # noqa: F401  (recorded is a fixture)
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

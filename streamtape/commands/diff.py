@@ -12,8 +12,17 @@ from pathlib import Path
 import click
 
 from ..cassette import Interaction, load, load_many
-from ..diff import IGNORABLE, CassetteDiff, diff_many, parse_gate, render_text, result_json
+from ..diff import (
+    IGNORABLE,
+    CassetteDiff,
+    diff_many,
+    parse_gate,
+    render_html,
+    render_text,
+    result_json,
+)
 from ..errors import CassetteError, OptionError
+from ..shapes import SHAPES
 
 _INDEX_RE = re.compile(r"^(?P<path>.+)#(?P<index>[^#]*)$")
 
@@ -66,8 +75,6 @@ def _shapes(value: str | None) -> tuple[str | None, str | None]:
     parts = [p.strip() for p in value.split(",")]
     if len(parts) > 2 or not all(parts):
         raise OptionError(f"bad --shape {value!r}: expected NAME, or NAME_A,NAME_B")
-    from ..shapes import SHAPES
-
     for p in parts:
         if p not in SHAPES:
             raise OptionError(f"bad --shape {p!r}: expected one of {', '.join(SHAPES)}")
@@ -148,8 +155,6 @@ def diff_command(
         gates=gates,
     )
     if html_path:
-        from ..diff_html import render_html
-
         try:
             Path(html_path).write_text(render_html(result), encoding="utf-8")
         except OSError as e:

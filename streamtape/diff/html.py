@@ -4,7 +4,9 @@ For each compared pair the page shows the three sections of the terminal
 report (meaning, timing, wire) and both timelines drawn as inline SVG on one
 shared time axis: one tick per body piece, its height by the piece's size,
 markers for the first token and the finish, and hover text (an SVG
-``<title>``) with the piece's bytes, escaped.
+``<title>``) with the piece's bytes, escaped. The page carries a
+Content-Security-Policy that allows no script and no fetch, so a cassette's
+bytes shown in it can do nothing but be read.
 """
 
 from __future__ import annotations
@@ -12,22 +14,27 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
-from .diff import (
-    DIFFERS,
+from .cells import (
     FINISH_LABELS,
-    SAME,
-    CassetteDiff,
-    DiffReport,
-    Side,
     compact_words,
     fmt_ratio,
     fmt_value,
-    pair_summary,
     printable,
     show,
     show_check,
+)
+from .model import (
+    CassetteDiff,
+    Category,
+    Check,
+    DiffReport,
+    Meaning,
+    Side,
+    Status,
+    TextDiff,
+    pair_summary,
 )
 
 HOVER_BYTES = 400
@@ -37,6 +44,7 @@ HOVER_BYTES = 400
 _W = 1200
 _LEFT = 96
 _RIGHT = 24
+_PLOT_W = _W - _LEFT - _RIGHT
 _LANE_H = 92
 _LANE_GAP = 34
 _TOP = 30
@@ -109,7 +117,7 @@ footer { color: #8c959f; font-size: 12px; padding: 0 28px 24px; }
 """
 
 
-def _e(v: Any) -> str:
+def _e(v: object) -> str:
     return html.escape(str(v), quote=True)
 
 
@@ -123,17 +131,21 @@ def piece_text(data: bytes, limit: int = HOVER_BYTES) -> str:
     return text
 
 
-def _state_cell(state: str, ignored: bool = False, note: str = "", quiet: bool = False) -> str:
+def _state_cell(state: Status, ignored: bool = False, note: str = "", quiet: bool = False) -> str:
     """The verdict cell; ``quiet`` (wire rows) shows agreement as a faint mark and a
     difference in amber, since the wire may differ while the meaning is the same."""
     extra = f' <span class="s-info">{_e(note)}</span>' if note else ""
-    if state == DIFFERS and ignored:
+    if state == Status.DIFFERS and ignored:
         return f'<td class="s-ignored">differs (ignored){extra}</td>'
-    if state == SAME:
+    if state == Status.SAME:
         return '<td class="s-quiet">=</td>' if quiet else f'<td class="s-same">same{extra}</td>'
-    if state == DIFFERS:
+    if state == Status.DIFFERS:
         return f'<td class="{"s-wire" if quiet else "s-differs"}">differs{extra}</td>'
     return f'<td class="s-info">{_e(note) or "–"}</td>'
+
+
+def _same(same: bool) -> Status:
+    return Status.SAME if same else Status.DIFFERS
 
 
 # ---------------------------------------------------------------------------
@@ -159,116 +171,147 @@ def _fmt_axis(ns: float, step: float) -> str:
 
 def _finish_ns(s: Side) -> int | None:
     f = s.analysis.finish
-    return getattr(f, "at_ns", None) if f is not None else None
+    return f.at_ns if f is not None else None
 
 
 def _side_end(s: Side) -> int:
     ix = s.interaction
-    cands = [c.at_ns for c in ix.chunks]
-    cands += [
-        v for v in (ix.end_ns, _finish_ns(s), getattr(s.stats, "ttft_ns", None)) if v is not None
-    ]
+    cands = [c.at_ns for c in ix.pieces]
+    cands += [v for v in (ix.end_ns, _finish_ns(s), s.stats.ttft_ns) if v is not None]
     return max(cands, default=0)
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """The shared time axis: ``t_max`` nanoseconds span the plot, gridlines every ``step``."""
+
+    t_max: float
+    step: float
+
+    @classmethod
+    def of(cls, rep: DiffReport) -> _Axis:
+        span = max(max(_side_end(s) for s in (rep.a, rep.b)), 1_000)
+        step = _nice_step(span)
+        return cls(math.ceil(span / step) * step, step)
+
+    def x(self, ns: float) -> float:
+        return _LEFT + _PLOT_W * (ns / self.t_max)
 
 
 def timeline_svg(rep: DiffReport) -> str:
     """Both sides' pieces as ticks on one shared time axis."""
-    sides = (("A", rep.a), ("B", rep.b))
-    span = max(max(_side_end(s) for _, s in sides), 1_000)
-    step = _nice_step(span)
-    t_max = math.ceil(span / step) * step
-    plot_w = _W - _LEFT - _RIGHT
+    axis = _Axis.of(rep)
     height = _TOP + 2 * _LANE_H + _LANE_GAP + _AXIS_H
-
-    def x(ns: float) -> float:
-        return _LEFT + plot_w * (ns / t_max)
-
-    max_size = max((len(c.data) for _, s in sides for c in s.interaction.chunks), default=1) or 1
+    sides = (("A", rep.a), ("B", rep.b))
+    max_size = max((len(c.data) for _, s in sides for c in s.interaction.pieces), default=1) or 1
     out = [
         f'<svg class="timelines" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {height}" '
         f'role="img" aria-label="piece timelines of A and B on a shared time axis" '
-        f'data-t-max-ns="{int(t_max)}" data-plot-x="{_LEFT}" data-plot-width="{plot_w}">'
+        f'data-t-max-ns="{int(axis.t_max)}" data-plot-x="{_LEFT}" data-plot-width="{_PLOT_W}">'
     ]
-    # grid + axis
+    out.extend(_axis_svg(axis))
+    for n, (tag, s) in enumerate(sides):
+        out.extend(_lane_svg(tag, s, _TOP + n * (_LANE_H + _LANE_GAP), axis, max_size))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _axis_svg(axis: _Axis) -> list[str]:
+    """Gridlines across both lanes and their time labels below."""
     axis_y = _TOP + 2 * _LANE_H + _LANE_GAP + 6
-    out.append('<g class="axis">')
-    n_steps = round(t_max / step)
+    out = ['<g class="axis">']
+    n_steps = round(axis.t_max / axis.step)
     for k in range(n_steps + 1):
-        t = k * step
-        gx = x(t)
+        t = k * axis.step
+        gx = axis.x(t)
         out.append(
             f'<line class="grid" x1="{gx:.1f}" y1="{_TOP - 8}" x2="{gx:.1f}" y2="{axis_y}"/>'
         )
         anchor = "start" if k == 0 else "end" if k == n_steps else "middle"
         out.append(
-            f'<text x="{gx:.1f}" y="{axis_y + 15}" text-anchor="{anchor}">{_e(_fmt_axis(t, step))}</text>'
+            f'<text x="{gx:.1f}" y="{axis_y + 15}" text-anchor="{anchor}">{_e(_fmt_axis(t, axis.step))}</text>'
         )
     out.append("</g>")
+    return out
 
-    for n, (tag, s) in enumerate(sides):
-        top = _TOP + n * (_LANE_H + _LANE_GAP)
-        base = top + _LANE_H
-        color = _COLORS[tag]
-        chunks = s.interaction.chunks
-        end = _side_end(s)
+
+def _lane_svg(tag: str, s: Side, top: int, axis: _Axis, max_size: int) -> list[str]:
+    """One side's lane: its name and format, the markers, then one tick per piece."""
+    base = top + _LANE_H
+    color = _COLORS[tag]
+    pieces = s.interaction.pieces
+    out = [
+        f'<g class="lane timeline" data-side="{tag}" data-pieces="{len(pieces)}" data-label="{_e(s.label)}">',
+        f'<rect class="lane-bg" x="{_LEFT}" y="{top}" width="{_PLOT_W}" height="{_LANE_H}"/>',
+        f'<rect x="{_LEFT}" y="{base - 1}" width="{max(axis.x(_side_end(s)) - _LEFT, 1):.1f}" height="2" fill="{color}" opacity=".35"/>',
+        f'<text class="lane-label" x="8" y="{top + 20}" fill="{color}">{tag}</text>',
+        f'<text class="lane-sub" x="8" y="{top + 37}">{_e(s.analysis.shape)}</text>',
+        f'<text class="lane-sub" x="8" y="{top + 52}">{len(pieces)} pieces</text>',
+    ]
+    if not pieces:
+        ix = s.interaction
+        why = "no response" if ix.response is None else "no body"
+        detail = f"{why} ({ix.outcome}{': ' + ix.error if ix.error else ''})"
         out.append(
-            f'<g class="lane timeline" data-side="{tag}" data-pieces="{len(chunks)}" data-label="{_e(s.label)}">'
+            f'<text class="lane-sub" x="{_LEFT + _PLOT_W / 2:.0f}" y="{top + _LANE_H / 2 + 4:.0f}" '
+            f'text-anchor="middle">{_e(detail)}</text>'
         )
+    # Marker lines under the ticks (a tick stays the hover target), labels on top.
+    markers, labels = _markers(tag, s, top, axis)
+    out.extend(markers)
+    out.extend(_ticks(tag, s, base, axis, max_size))
+    out.append('<g class="marker-labels">' + "".join(labels) + "</g>")
+    out.append("</g>")
+    return out
+
+
+def _markers(tag: str, s: Side, top: int, axis: _Axis) -> tuple[list[str], list[str]]:
+    """Dashed lines at the first token, the finish and the end; their labels apart, to
+    be drawn over the ticks."""
+    base = top + _LANE_H
+    marks: list[tuple[str, int | None, str]] = [
+        ("first-token", s.stats.ttft_ns, "first token"),
+        ("finish", _finish_ns(s), "finish"),
+    ]
+    if ix_end := s.interaction.end_ns:
+        marks.append(("end", ix_end, ""))
+    lines: list[str] = []
+    labels: list[str] = []
+    for cls, at, name in marks:
+        if at is None:
+            continue
+        mx = axis.x(at)
+        reason = ""
+        if cls == "finish" and s.analysis.finish is not None:
+            reason = f" ({s.analysis.finish.reason})"
+        text = f"{name}{reason} {fmt_value(at, 'ns')}" if name else ""
+        lines.append(
+            f'<g class="marker {cls}" data-at-ns="{int(at)}">'
+            f"<title>{_e(tag)} {_e(text or 'end of response ' + fmt_value(at, 'ns'))}</title>"
+            f'<line x1="{mx:.2f}" y1="{top}" x2="{mx:.2f}" y2="{base}"/></g>'
+        )
+        if text:
+            anchor = "end" if mx > _LEFT + _PLOT_W * 0.8 else "start"
+            dx = -4 if anchor == "end" else 4
+            ty = top + 12 + 13 * len(labels)
+            labels.append(
+                f'<text class="{cls}" x="{mx + dx:.2f}" y="{ty}" text-anchor="{anchor}">{_e(text)}</text>'
+            )
+    return lines, labels
+
+
+def _ticks(tag: str, s: Side, base: int, axis: _Axis, max_size: int) -> list[str]:
+    """One bar per piece at its time, its height by the square root of its size."""
+    out = []
+    color = _COLORS[tag]
+    for i, c in enumerate(s.interaction.pieces):
+        h = _TICK_MIN + (_LANE_H - 8 - _TICK_MIN) * math.sqrt(len(c.data) / max_size)
+        title = f"{tag} piece {i} at {fmt_value(c.at_ns, 'ns')}, {len(c.data)} bytes\n{piece_text(c.data)}"
         out.append(
-            f'<rect class="lane-bg" x="{_LEFT}" y="{top}" width="{plot_w}" height="{_LANE_H}"/>'
+            f'<rect class="tick" data-piece="{i}" data-bytes="{len(c.data)}" x="{axis.x(c.at_ns) - 1.25:.2f}" '
+            f'y="{base - h:.2f}" width="2.5" height="{h:.2f}" fill="{color}"><title>{_e(title)}</title></rect>'
         )
-        out.append(
-            f'<rect x="{_LEFT}" y="{base - 1}" width="{max(x(end) - _LEFT, 1):.1f}" height="2" fill="{color}" opacity=".35"/>'
-        )
-        out.append(f'<text class="lane-label" x="8" y="{top + 20}" fill="{color}">{tag}</text>')
-        out.append(f'<text class="lane-sub" x="8" y="{top + 37}">{_e(s.analysis.shape)}</text>')
-        out.append(f'<text class="lane-sub" x="8" y="{top + 52}">{len(chunks)} pieces</text>')
-        if not chunks:
-            ix = s.interaction
-            why = "no response" if ix.response is None else "no body"
-            detail = f"{why} ({ix.outcome}{': ' + ix.error if ix.error else ''})"
-            out.append(
-                f'<text class="lane-sub" x="{_LEFT + plot_w / 2:.0f}" y="{top + _LANE_H / 2 + 4:.0f}" '
-                f'text-anchor="middle">{_e(detail)}</text>'
-            )
-        # Marker lines under the ticks (a tick stays the hover target), labels on top.
-        ttft = getattr(s.stats, "ttft_ns", None)
-        fin = _finish_ns(s)
-        marks = [("first-token", ttft, "first token"), ("finish", fin, "finish")]
-        if ix_end := s.interaction.end_ns:
-            marks.append(("end", ix_end, ""))
-        labels = []
-        for cls, at, name in marks:
-            if at is None:
-                continue
-            mx = x(at)
-            reason = ""
-            if cls == "finish" and s.analysis.finish is not None:
-                reason = f" ({s.analysis.finish.reason})"
-            text = f"{name}{reason} {fmt_value(at, 'ns')}" if name else ""
-            out.append(
-                f'<g class="marker {cls}" data-at-ns="{int(at)}">'
-                f"<title>{_e(tag)} {_e(text or 'end of response ' + fmt_value(at, 'ns'))}</title>"
-                f'<line x1="{mx:.2f}" y1="{top}" x2="{mx:.2f}" y2="{base}"/></g>'
-            )
-            if text:
-                anchor = "end" if mx > _LEFT + plot_w * 0.8 else "start"
-                dx = -4 if anchor == "end" else 4
-                ty = top + 12 + 13 * len(labels)
-                labels.append(
-                    f'<text class="{cls}" x="{mx + dx:.2f}" y="{ty}" text-anchor="{anchor}">{_e(text)}</text>'
-                )
-        for i, c in enumerate(chunks):
-            h = _TICK_MIN + (_LANE_H - 8 - _TICK_MIN) * math.sqrt(len(c.data) / max_size)
-            title = f"{tag} piece {i} at {fmt_value(c.at_ns, 'ns')}, {len(c.data)} bytes\n{piece_text(c.data)}"
-            out.append(
-                f'<rect class="tick" data-piece="{i}" data-bytes="{len(c.data)}" x="{x(c.at_ns) - 1.25:.2f}" '
-                f'y="{base - h:.2f}" width="2.5" height="{h:.2f}" fill="{color}"><title>{_e(title)}</title></rect>'
-            )
-        out.append('<g class="marker-labels">' + "".join(labels) + "</g>")
-        out.append("</g>")
-    out.append("</svg>")
-    return "".join(out)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -277,100 +320,109 @@ def timeline_svg(rep: DiffReport) -> str:
 
 def _meaning(rep: DiffReport) -> str:
     m = rep.meaning
-    out = ['<section class="meaning"><h3>Meaning</h3>']
-    out.append(
-        f"<p>{_verdict_badge(m.same, 'same', 'differs in ' + ', '.join(m.differs))}"
-        + (
-            f' <span class="s-info">ignoring {_e(", ".join(sorted(m.ignored)))}</span>'
-            if m.ignored
-            else ""
-        )
-        + "</p>"
+    ignoring = (
+        f' <span class="s-info">ignoring {_e(", ".join(sorted(m.ignored)))}</span>'
+        if m.ignored
+        else ""
     )
+    verdict = _verdict_badge(m.same, "same", "differs in " + ", ".join(m.differs))
+    out = [
+        '<section class="meaning"><h3>Meaning</h3>',
+        f"<p>{verdict}{ignoring}</p>",
+        '<div class="row"><table class="grid"><tr><th></th><th>A</th><th>B</th><th></th></tr>',
+        *_meaning_rows(m),
+        '</table><div class="col">',
+        *_text_panel(m.text),
+        "</div></div></section>",
+    ]
+    return "".join(out)
+
+
+def _check_row(c: Check, ignored: bool, label: str, a: str, b: str) -> str:
+    return (
+        f'<tr class="{"differs" if c.state == Status.DIFFERS else ""}"><td>{_e(label)}</td>'
+        f'<td class="val">{_e(a)}</td><td class="val">{_e(b)}</td>'
+        f"{_state_cell(c.state, ignored, c.note)}</tr>"
+    )
+
+
+def _meaning_rows(m: Meaning) -> list[str]:
+    """The meaning table: text, each tool call, the finish checks and token counts."""
     t = m.text
-    ti = "text" in m.ignored
-    out.append(
-        '<div class="row"><table class="grid"><tr><th></th><th>A</th><th>B</th><th></th></tr>'
-    )
-    out.append(
+    out = [
         f'<tr class="{"" if t.same else "differs"}"><td>text</td><td class="val">{len(t.a)} characters</td>'
-        f'<td class="val">{len(t.b)} characters</td>{_state_cell(SAME if t.same else DIFFERS, ti)}</tr>'
-    )
-    toi = "tools" in m.ignored
+        f'<td class="val">{len(t.b)} characters</td>{_state_cell(_same(t.same), Category.TEXT in m.ignored)}</tr>'
+    ]
     if not m.tools:
         out.append(
-            f'<tr><td>tool calls</td><td class="val">none</td><td class="val">none</td>{_state_cell(SAME)}</tr>'
+            f'<tr><td>tool calls</td><td class="val">none</td><td class="val">none</td>{_state_cell(Status.SAME)}</tr>'
         )
     for tc in m.tools:
         a = f"{tc.name_a}({show(tc.arguments_a)})" if tc.name_a is not None else "-"
         b = f"{tc.name_b}({show(tc.arguments_b)})" if tc.name_b is not None else "-"
         out.append(
             f'<tr class="{"" if tc.same else "differs"}"><td>tool call #{tc.position}</td>'
-            f'<td class="val">{_e(a)}</td><td class="val">{_e(b)}</td>{_state_cell(SAME if tc.same else DIFFERS, toi)}</tr>'
+            f'<td class="val">{_e(a)}</td><td class="val">{_e(b)}</td>{_state_cell(_same(tc.same), Category.TOOLS in m.ignored)}</tr>'
         )
-    fi = "finish" in m.ignored
+    fi = Category.FINISH in m.ignored
     for c in m.finish:
         if c.name == "errors" and not c.a and not c.b:
             continue
-        out.append(
-            f'<tr class="{"differs" if c.state == DIFFERS else ""}"><td>{_e(FINISH_LABELS.get(c.name, c.name))}</td>'
-            f'<td class="val">{_e(show_check(c, c.a))}</td><td class="val">{_e(show_check(c, c.b))}</td>'
-            f"{_state_cell(c.state, fi, c.note)}</tr>"
-        )
-    ui = "usage" in m.ignored
+        label = FINISH_LABELS.get(c.name, c.name)
+        out.append(_check_row(c, fi, label, show_check(c, c.a), show_check(c, c.b)))
     if all(c.a is None and c.b is None for c in m.usage):
         out.append(
             '<tr><td>usage</td><td class="val">-</td><td class="val">-</td>'
             '<td class="s-info">neither side reports token counts</td></tr>'
         )
     else:
+        ui = Category.USAGE in m.ignored
         for c in m.usage:
-            out.append(
-                f'<tr class="{"differs" if c.state == DIFFERS else ""}"><td>{_e(c.name.replace("_", " "))}</td>'
-                f'<td class="val">{_e(show(c.a))}</td><td class="val">{_e(show(c.b))}</td>'
-                f"{_state_cell(c.state, ui, c.note)}</tr>"
-            )
-    out.append('</table><div class="col">')
+            out.append(_check_row(c, ui, c.name.replace("_", " "), show(c.a), show(c.b)))
+    return out
+
+
+def _text_panel(t: TextDiff) -> list[str]:
+    """The assembled text when both agree; else the line diff and the word diff."""
     if t.same:
         if t.a:
-            out.append(
-                f'<div class="caption">assembled text</div><pre class="text">{_e(t.a)}</pre>'
-            )
-    else:
-        out.append(
-            f'<div class="caption">text diff, first difference at character {t.first_difference}</div>'
-        )
-        out.append('<pre class="diff">')
-        for line in t.unified:
-            cls = (
-                "file"
-                if line.startswith(("---", "+++"))
-                else "hunk"
-                if line.startswith("@@")
-                else "del"
-                if line.startswith("-")
-                else "add"
-                if line.startswith("+")
-                else ""
-            )
-            text = _e(printable(line)) or " "
-            out.append(f'<span class="{cls}">{text}</span>' if cls else f"{text}\n")
+            return [f'<div class="caption">assembled text</div><pre class="text">{_e(t.a)}</pre>']
+        return []
+    out = [
+        f'<div class="caption">text diff, first difference at character {t.first_difference}</div>',
+        '<pre class="diff">',
+    ]
+    for line in t.unified:
+        cls = _diff_class(line)
+        text = _e(printable(line)) or " "
+        out.append(f'<span class="{cls}">{text}</span>' if cls else f"{text}\n")
+    out.append("</pre>")
+    if t.words:
+        out.append('<div class="caption">word by word</div><pre class="text words">')
+        for op, text in compact_words(t.words, keep=200):
+            shown = _e(printable(text))
+            if op == "-":
+                out.append(f"<del>{shown}</del>")
+            elif op == "+":
+                out.append(f"<ins>{shown}</ins>")
+            elif op == "…":
+                out.append(f' <span class="s-info">… ({shown})</span>')
+            else:
+                out.append(shown)
         out.append("</pre>")
-        if t.words:
-            out.append('<div class="caption">word by word</div><pre class="text words">')
-            for op, text in compact_words(t.words, keep=200):
-                shown = _e(printable(text))
-                if op == "-":
-                    out.append(f"<del>{shown}</del>")
-                elif op == "+":
-                    out.append(f"<ins>{shown}</ins>")
-                elif op == "…":
-                    out.append(f' <span class="s-info">… ({shown})</span>')
-                else:
-                    out.append(shown)
-            out.append("</pre>")
-    out.append("</div></div></section>")
-    return "".join(out)
+    return out
+
+
+def _diff_class(line: str) -> str:
+    if line.startswith(("---", "+++")):
+        return "file"
+    if line.startswith("@@"):
+        return "hunk"
+    if line.startswith("-"):
+        return "del"
+    if line.startswith("+"):
+        return "add"
+    return ""
 
 
 def _timing(rep: DiffReport) -> str:
@@ -411,7 +463,7 @@ def _wire(rep: DiffReport) -> str:
     for w in rep.wire:
         out.append(
             f'<tr class="{"" if w.same else "differs"}"><td>{_e(w.name)}</td><td class="val">{_e(show(w.a))}</td>'
-            f'<td class="val">{_e(show(w.b))}</td>{_state_cell(SAME if w.same else DIFFERS, quiet=True)}</tr>'
+            f'<td class="val">{_e(show(w.b))}</td>{_state_cell(_same(w.same), quiet=True)}</tr>'
         )
     out.append("</table>")
     if rep.headers:
@@ -468,14 +520,14 @@ def _overview(result: CassetteDiff) -> str:
     for n, rep in enumerate(result.reports):
         p = pair_summary(rep)
         out.append(
-            f'<tr class="{"" if rep.same else "differs"}"><td><a href="#pair-{n}">{_e(p["a"])}</a></td>'
-            f'<td>{_e(p["b"])}</td><td class="val">{_e(p["request"])}</td>'
-            f'<td class="{"s-same" if rep.same else "s-differs"}">{_e(p["meaning"])}</td>'
-            f'<td class="{"s-quiet" if rep.wire_same else "s-wire"}">{_e(p["wire"])}</td>'
-            f'<td class="num">{_e(fmt_ratio(p["ttft_ratio"]))}</td>'
-            f'<td class="num">{_e(fmt_ratio(p["duration_ratio"]))}</td>'
-            f'<td class="{"s-differs" if p["gates_failed"] else "s-info"}">'
-            f"{_e(str(p['gates_failed']) + ' failed' if p['gates_failed'] else '-')}</td></tr>"
+            f'<tr class="{"" if rep.same else "differs"}"><td><a href="#pair-{n}">{_e(p.a)}</a></td>'
+            f'<td>{_e(p.b)}</td><td class="val">{_e(p.request)}</td>'
+            f'<td class="{"s-same" if rep.same else "s-differs"}">{_e(p.meaning)}</td>'
+            f'<td class="{"s-quiet" if rep.wire_same else "s-wire"}">{_e(p.wire)}</td>'
+            f'<td class="num">{_e(fmt_ratio(p.ttft_ratio))}</td>'
+            f'<td class="num">{_e(fmt_ratio(p.duration_ratio))}</td>'
+            f'<td class="{"s-differs" if p.gates_failed else "s-info"}">'
+            f"{_e(str(p.gates_failed) + ' failed' if p.gates_failed else '-')}</td></tr>"
         )
     out.append("</table></section>")
     return "".join(out)
@@ -491,14 +543,11 @@ def _unpaired(result: CassetteDiff) -> str:
     return f'<section class="pair unpaired"><h2>Unpaired ({len(result.unpaired)})</h2><ul>{items}</ul></section>'
 
 
-def render_html(result: CassetteDiff | DiffReport, *, title: str | None = None) -> str:
-    """The whole page as a string: inline CSS and SVG only, nothing fetched."""
-    if isinstance(result, DiffReport):
-        result = CassetteDiff(result.a.label, result.b.label, (result,))
-    title = title or f"streamtape diff {result.a} vs {result.b}"
+def _headline(result: CassetteDiff) -> str:
+    """The verdict badge and the counts under the page title."""
     n = len(result.reports)
     differing = sum(1 for r in result.reports if not r.same)
-    failed = sum(1 for r in result.reports for g in r.gates if not g.ok)
+    failed = result.gates_failed
     summary: Sequence[str] = [
         f"{n} pair(s)",
         "meaning same" if not differing else f"meaning differs in {differing}",
@@ -514,6 +563,13 @@ def render_html(result: CassetteDiff | DiffReport, *, title: str | None = None) 
         badge = _verdict_badge(False, "", "gate failed")
     else:
         badge = _verdict_badge(True, "meaning same", "")
+    return f"<p>{badge} {_e(' · '.join(summary))}</p>"
+
+
+def render_html(result: CassetteDiff | DiffReport, *, title: str | None = None) -> str:
+    """The whole page as a string: inline CSS and SVG only, nothing fetched."""
+    result = CassetteDiff.of(result)
+    title = title or f"streamtape diff {result.a} vs {result.b}"
     body = (
         _overview(result)
         + "".join(_pair(r, i) for i, r in enumerate(result.reports))
@@ -527,10 +583,7 @@ def render_html(result: CassetteDiff | DiffReport, *, title: str | None = None) 
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f'<header class="page"><h1>streamtape diff</h1><div class="sub">A = {_e(result.a)} &nbsp;·&nbsp; '
         f"B = {_e(result.b)}</div></header>"
-        f"<main><p>{badge} {_e(' · '.join(summary))}</p>{body}</main>"
+        f"<main>{_headline(result)}{body}</main>"
         "<footer>generated by streamtape; this page is self-contained (no scripts, no network)</footer>"
         "</body></html>\n"
     )
-
-
-__all__ = ["piece_text", "render_html", "timeline_svg"]

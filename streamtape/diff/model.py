@@ -1,0 +1,341 @@
+"""The report model: what a comparison found, as plain values (no I/O, no text).
+
+A :class:`DiffReport` compares two :class:`Side` values in three sections that
+answer different questions, so a change in one never hides behind another:
+
+- :class:`Meaning`: did the model say the same thing (text, tool calls, finish,
+  usage)? Only this decides :attr:`DiffReport.same`, and ``--ignore`` relaxes
+  it by :class:`Category`.
+- timing (:class:`TimingRow` per :class:`Metric`): how fast, B against A; only
+  ``--fail-on`` gates turn timing into a verdict.
+- wire (:class:`WireRow`, :class:`HeaderRow`): how the bytes were framed; shown,
+  never a verdict, since a gateway may rechunk a stream that means the same.
+
+A :class:`CassetteDiff` holds every paired report of two cassettes and what
+stayed unpaired. The renderers (``render_text``, ``render_json``, ``html``)
+read these values and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+from ..cassette import Interaction, Request
+from ..shapes import Analysis
+from ..stats import Stats
+from .pairing import PairedBy
+
+if TYPE_CHECKING:  # gates.py reads TimingRow; a report holds its GateResults
+    from .gates import GateResult
+
+
+class Category(StrEnum):
+    """The parts of the meaning, each of which ``--ignore`` can leave out of the verdict."""
+
+    TEXT = "text"
+    TOOLS = "tools"
+    FINISH = "finish"
+    USAGE = "usage"
+
+
+IGNORABLE: tuple[str, ...] = tuple(c.value for c in Category)
+"""Meaning categories ``--ignore`` can relax, as the words the command line takes."""
+
+
+class Status(StrEnum):
+    """A check's verdict: ``info`` rows are shown but never make a difference."""
+
+    SAME = "same"
+    DIFFERS = "differs"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: the interaction and what the shapes and stats made of it."""
+
+    label: str
+    interaction: Interaction = field(repr=False, compare=False)
+    analysis: Analysis = field(repr=False, compare=False)
+    stats: Stats = field(repr=False, compare=False)
+
+    @property
+    def request(self) -> Request:
+        return self.interaction.request
+
+    @property
+    def status(self) -> int | None:
+        r = self.interaction.response
+        return r.status if r else None
+
+
+CheckValue = str | int | list[str] | None
+"""What a finish or usage check compares: a reason, a status, an outcome, a token
+count, or the error messages of a stream."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One compared item. ``state`` is same, differs, or info (shown, never counted)."""
+
+    name: str
+    a: CheckValue
+    b: CheckValue
+    state: Status
+    note: str = ""
+
+
+WordOp = Literal["=", "-", "+", "…"]
+"""A word diff step: unchanged, only in A, only in B, or a note on what was left out."""
+
+
+@dataclass(frozen=True)
+class TextDiff:
+    a: str
+    b: str
+    same: bool
+    unified: tuple[str, ...] = ()
+    """Unified diff lines (no line ends); empty when the texts are equal."""
+    first_difference: int | None = None
+    """Character offset of the first difference."""
+    words: tuple[tuple[WordOp, str], ...] = ()
+    """The same difference word by word (see :func:`~streamtape.diff.compare.word_diff`)."""
+
+
+@dataclass(frozen=True)
+class ToolCallCheck:
+    position: int
+    name_a: str | None
+    name_b: str | None
+    arguments_a: object
+    """Parsed JSON arguments, or the raw string when they are not valid JSON; None if absent."""
+    arguments_b: object
+    same: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Meaning:
+    text: TextDiff
+    tools: tuple[ToolCallCheck, ...]
+    finish: tuple[Check, ...]
+    usage: tuple[Check, ...]
+    ignored: frozenset[Category] = frozenset()
+
+    def category_same(self, name: Category | str) -> bool:
+        """Whether one category agrees, ignored or not."""
+        match Category(name):
+            case Category.TEXT:
+                return self.text.same
+            case Category.TOOLS:
+                return all(t.same for t in self.tools)
+            case Category.FINISH:
+                return all(c.state != Status.DIFFERS for c in self.finish)
+            case Category.USAGE:
+                return all(c.state != Status.DIFFERS for c in self.usage)
+
+    @property
+    def differs(self) -> tuple[Category, ...]:
+        """Categories that differ and are not ignored."""
+        return tuple(c for c in Category if c not in self.ignored and not self.category_same(c))
+
+    @property
+    def same(self) -> bool:
+        return not self.differs
+
+
+class Metric(StrEnum):
+    """The timing figures compared, by the names ``--fail-on`` gates use."""
+
+    TTFB = "ttfb"
+    TTFT = "ttft"
+    P50_GAP = "p50_gap"
+    P95_GAP = "p95_gap"
+    MAX_GAP = "max_gap"
+    DURATION = "duration"
+    TOKENS_PER_S = "tokens_per_s"
+
+
+TimingUnit = Literal["ns", "tok/s"]
+
+
+class MetricSpec(NamedTuple):
+    read: Callable[[Stats], float | None]
+    """Where the figure is in :class:`~streamtape.stats.Stats`."""
+    label: str
+    unit: TimingUnit
+
+
+TIMING_METRICS: dict[Metric, MetricSpec] = {
+    Metric.TTFB: MetricSpec(lambda s: s.ttfb_ns, "first byte", "ns"),
+    Metric.TTFT: MetricSpec(lambda s: s.ttft_ns, "first token", "ns"),
+    Metric.P50_GAP: MetricSpec(lambda s: s.gap_p50_ns, "gap p50", "ns"),
+    Metric.P95_GAP: MetricSpec(lambda s: s.gap_p95_ns, "gap p95", "ns"),
+    Metric.MAX_GAP: MetricSpec(lambda s: s.gap_max_ns, "gap max", "ns"),
+    Metric.DURATION: MetricSpec(lambda s: s.duration_ns, "duration", "ns"),
+    Metric.TOKENS_PER_S: MetricSpec(lambda s: s.tokens_per_s, "tokens/s", "tok/s"),
+}
+METRIC_ALIASES: dict[str, Metric] = {
+    "first_byte": Metric.TTFB,
+    "first_token": Metric.TTFT,
+    "gap_p50": Metric.P50_GAP,
+    "gap_p95": Metric.P95_GAP,
+    "gap_max": Metric.MAX_GAP,
+    "p50": Metric.P50_GAP,
+    "p95": Metric.P95_GAP,
+    "tps": Metric.TOKENS_PER_S,
+    "tokens_s": Metric.TOKENS_PER_S,
+}
+"""Other spellings a gate may use for a metric."""
+
+
+@dataclass(frozen=True)
+class TimingRow:
+    metric: Metric
+    label: str
+    unit: TimingUnit
+    """``ns`` for times, ``tok/s`` for throughput."""
+    a: float | None
+    b: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """B/A; None when either is missing, inf when only A is zero."""
+        if self.a is None or self.b is None:
+            return None
+        if self.a == 0:
+            return 1.0 if self.b == 0 else math.inf
+        return self.b / self.a
+
+    @property
+    def delta(self) -> float | None:
+        if self.a is None or self.b is None:
+            return None
+        return self.b - self.a
+
+
+WireValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class WireRow:
+    name: str
+    a: WireValue
+    b: WireValue
+
+    @property
+    def same(self) -> bool:
+        return self.a == self.b
+
+
+@dataclass(frozen=True)
+class HeaderRow:
+    name: str
+    a: str | None
+    b: str | None
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    a: Side
+    b: Side
+    how: PairedBy
+    """How the two were paired (see :class:`~streamtape.diff.pairing.Pairing`), or
+    ``"chosen"`` for FILE#N."""
+    request_differences: tuple[str, ...]
+    meaning: Meaning
+    timing: tuple[TimingRow, ...]
+    wire: tuple[WireRow, ...]
+    headers: tuple[HeaderRow, ...]
+    gates: tuple[GateResult, ...] = ()
+
+    @property
+    def same(self) -> bool:
+        return self.meaning.same
+
+    @property
+    def wire_same(self) -> bool:
+        return all(r.same for r in self.wire) and not self.headers
+
+    @property
+    def gates_ok(self) -> bool:
+        return all(g.ok for g in self.gates)
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if self.same and self.gates_ok else 1
+
+    def timing_row(self, metric: Metric) -> TimingRow:
+        return next(r for r in self.timing if r.metric == metric)
+
+
+@dataclass(frozen=True)
+class Unpaired:
+    side: Literal["A", "B"]
+    label: str
+    method: str
+    path: str
+
+
+@dataclass(frozen=True)
+class CassetteDiff:
+    """The result of ``streamtape diff A B``: every paired report, and what stayed unpaired."""
+
+    a: str
+    b: str
+    reports: tuple[DiffReport, ...]
+    unpaired: tuple[Unpaired, ...] = ()
+
+    @classmethod
+    def of(cls, result: CassetteDiff | DiffReport) -> CassetteDiff:
+        """A single report as a one-pair result, so every renderer takes either."""
+        if isinstance(result, DiffReport):
+            return cls(result.a.label, result.b.label, (result,))
+        return result
+
+    @property
+    def same(self) -> bool:
+        return all(r.same for r in self.reports) and not self.unpaired
+
+    @property
+    def gates_ok(self) -> bool:
+        return all(r.gates_ok for r in self.reports)
+
+    @property
+    def gates_failed(self) -> int:
+        return sum(1 for r in self.reports for g in r.gates if not g.ok)
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if self.same and self.gates_ok else 1
+
+
+@dataclass(frozen=True)
+class PairSummary:
+    """One pair in a line's worth of figures (the multi-pair overview of text and HTML)."""
+
+    a: str
+    b: str
+    request: str
+    meaning: str
+    wire: str
+    ttft_ratio: float | None
+    duration_ratio: float | None
+    gates_failed: int
+
+
+def pair_summary(rep: DiffReport) -> PairSummary:
+    return PairSummary(
+        a=rep.a.label,
+        b=rep.b.label,
+        request=f"{rep.a.request.method} {rep.a.request.path}",
+        meaning="same" if rep.same else "differs in " + ", ".join(rep.meaning.differs),
+        wire="same" if rep.wire_same else "differs",
+        ttft_ratio=rep.timing_row(Metric.TTFT).ratio,
+        duration_ratio=rep.timing_row(Metric.DURATION).ratio,
+        gates_failed=sum(1 for g in rep.gates if not g.ok),
+    )
