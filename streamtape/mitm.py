@@ -22,29 +22,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 from mitmproxy import ctx, flowfilter, http
+from mitmproxy.options import Options
+from mitmproxy.tools.dump import DumpMaster
 
-from .cassette import (
-    CLIENT_DISCONNECTED,
-    COMPLETE,
-    UPSTREAM_CLOSED,
-    UPSTREAM_ERROR,
-    BackgroundWriter,
-    Interaction,
-    Request,
-)
+from .cassette import BackgroundWriter, Interaction, Outcome, Request
 from .errors import CassetteError, OptionError, StreamtapeError
 from .fmt import summary_line
+from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
 from .record import Recorder, Redaction, is_streaming, parse_labels
 
 log = logging.getLogger("streamtape")
-
-# mitmproxy compares option types with ``typing.Optional[str]``.
-OptStr = Optional[str]  # noqa: UP045
 
 OPTION_NAMES = (
     "streamtape_out",
@@ -58,37 +52,21 @@ OPTION_NAMES = (
 )
 
 
-def _split(values: Sequence[str]) -> list[str]:
-    return [p.strip() for v in values for p in v.split(",") if p.strip()]
-
-
-def parse_bool(name: str, value: str | None) -> bool:
-    """``true``/``false`` (and yes/no, 1/0, on/off); None (``--set name``) means true."""
-    if value is None:
-        return True
-    v = value.strip().lower()
-    if v in ("true", "yes", "1", "on", ""):
-        return True
-    if v in ("false", "no", "0", "off"):
-        return False
-    raise OptionError(f"{name}: invalid value {value!r} (expected true or false)")
-
-
-def _headers(fields: Any) -> tuple[tuple[str, str], ...]:
+def _headers(fields: http.Headers) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, v in fields.items(multi=True))
 
 
-def outcome_of(flow: http.HTTPFlow) -> str:
+def outcome_of(flow: http.HTTPFlow) -> Outcome:
     """Which outcome an errored flow ends with, from mitmproxy's message."""
     msg = (flow.error.msg if flow.error else "") or ""
     if "client disconnected" in msg.lower():
-        return CLIENT_DISCONNECTED
+        return Outcome.CLIENT_DISCONNECTED
     if flow.response is None:
-        return UPSTREAM_ERROR
-    return UPSTREAM_CLOSED
+        return Outcome.UPSTREAM_ERROR
+    return Outcome.UPSTREAM_CLOSED
 
 
-class RecordAddon:
+class RecordAddon(FailLoudly):
     """Records streaming responses into a cassette.
 
     ``on_finished`` is called on the event loop with each finished interaction
@@ -98,17 +76,18 @@ class RecordAddon:
     mitmproxy running with the addon silently inactive.
     """
 
+    activity = "recording"
+
     def __init__(
         self,
         on_finished: Callable[[Interaction], None] | None = None,
         on_error: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(on_error)
         self.on_finished = on_finished
-        self.on_error = on_error
         self.recorder: Recorder | None = None
         self.writer: BackgroundWriter | None = None
         self.filter: flowfilter.TFilter | None = None
-        self.failed: str | None = None
         self.record_all = False
         self.redaction = Redaction()
         self.labels: dict[str, str] = {}
@@ -121,7 +100,7 @@ class RecordAddon:
 
     # -- options -------------------------------------------------------------
 
-    def load(self, loader: Any) -> None:
+    def load(self, loader: Any) -> None:  # an addonmanager.Loader
         loader.add_option("streamtape_out", str, "streamtape.tape", "Cassette file to append recordings to.")
         # Booleans are declared as optional strings and parsed here: a bool value
         # mitmproxy cannot convert makes it drop the whole script silently.
@@ -139,11 +118,11 @@ class RecordAddon:
         try:
             self._configure()
         except StreamtapeError as e:
-            self._fail(str(e))
+            self.fail(str(e))
 
     def _configure(self) -> None:
         o = ctx.options
-        labels = parse_labels(_split(o.streamtape_label))
+        labels = parse_labels(split_values(o.streamtape_label))
         self.filter = None
         if o.streamtape_filter:
             try:
@@ -153,9 +132,9 @@ class RecordAddon:
         self.record_all = parse_bool("streamtape_all", o.streamtape_all)
         redaction = Redaction.build(
             enabled=parse_bool("streamtape_redact", o.streamtape_redact),
-            extra_headers=_split(o.streamtape_redact_headers),
-            extra_query=_split(o.streamtape_redact_query),
-            body_fields=_split(o.streamtape_redact_fields),
+            extra_headers=split_values(o.streamtape_redact_headers),
+            extra_query=split_values(o.streamtape_redact_query),
+            body_fields=split_values(o.streamtape_redact_fields),
         )
         if not o.streamtape_out:
             raise OptionError("streamtape_out: no cassette file given")
@@ -165,38 +144,22 @@ class RecordAddon:
             self._open()
         self.failed = None
 
-    def _fail(self, message: str) -> None:
-        self.failed = message
+    def fail(self, message: str) -> None:
         self.recorder = None
-        if self.on_error:
-            self.on_error(message)
-        else:
-            log.error(f"streamtape: {message}")
+        super().fail(message)
 
     def running(self) -> None:
         ps = ctx.master.addons.get("proxyserver")
         if ps is not None and not ps.listen_addrs():
             return  # the proxy could not listen and is stopping: create no cassette
-        # A --set value mitmproxy could not convert (``streamtape_redact=maybe``)
-        # stays in ``deferred`` and mitmproxy says nothing: say it ourselves.
-        bad = {k: v for k, v in ctx.options.deferred.items() if k.startswith("streamtape_")}
-        for name, value in bad.items():
-            raw = getattr(value, "val", value)
-            shown = raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
-            self._fail(f"invalid value {shown!r} for option {name}")
+        self.check_deferred()
         if not self.failed:
             self._running = True
             try:
                 self._open()
             except StreamtapeError as e:
-                self._fail(str(e))
-        if self.failed:
-            # Never run on with the addon inactive. mitmproxy's errorcheck exits
-            # with status 1 on an error logged during startup.
-            if not self.on_error:
-                log.error(f"streamtape: recording disabled: {self.failed}")
-            with contextlib.suppress(Exception):
-                ctx.master.shutdown()
+                self.fail(str(e))
+        if self.stop_if_failed():
             return
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
@@ -240,11 +203,7 @@ class RecordAddon:
         if w is not None and w.failure is not None and not self._write_failure_reported:
             self._write_failure_reported = True
             e = w.failure
-            message = f"cannot write {w.path}: {getattr(e, 'strerror', None) or e}; recordings are being lost"
-            if self.on_error:
-                self.on_error(message)
-            else:
-                log.error(f"streamtape: {message}")
+            self.report(f"cannot write {w.path}: {getattr(e, 'strerror', None) or e}; recordings are being lost")
 
     # -- flow hooks ----------------------------------------------------------
 
@@ -303,16 +262,18 @@ class RecordAddon:
             return
         flow, at = pending
         r = flow.response
+        if r is None:  # responseheaders only defers a flow that has a response
+            return
         self.recorder.response_headers(key, r.status_code, r.reason, r.http_version, _headers(r.headers), at)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        self._finish(flow, COMPLETE, None)
+        self._finish(flow, Outcome.COMPLETE, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
         self._finish(flow, outcome_of(flow), msg)
 
-    def _finish(self, flow: http.HTTPFlow, outcome: str, error: str | None) -> None:
+    def _finish(self, flow: http.HTTPFlow, outcome: Outcome, error: str | None) -> None:
         if self.recorder is None:
             return
         self._apply_head(flow.id)
@@ -366,12 +327,6 @@ async def run_proxy(
     ``on_running`` gets the bound addresses once the proxy listens. Raises
     :class:`OptionError` when the address cannot be bound.
     """
-    import signal
-    import threading
-
-    from mitmproxy.options import Options
-    from mitmproxy.tools.dump import DumpMaster
-
     opts = Options(listen_host=listen_host, listen_port=listen_port, mode=[mode])
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
     # mitmproxy's errorcheck prints its own "Error logged during startup" line
@@ -434,7 +389,7 @@ class _ErrorCollector(logging.Handler):
         self.errors.append(record.getMessage().splitlines()[0])
 
 
-async def _close_connections(master: Any) -> None:
+async def _close_connections(master: DumpMaster) -> None:
     """Stop listening and cancel open connections, so in-flight streams end quietly."""
     ps = master.addons.get("proxyserver")
     with contextlib.suppress(Exception):

@@ -37,6 +37,7 @@ from mitmproxy import ctx, http
 
 from .cassette import load_many
 from .errors import NoMatchError, OptionError, StreamtapeError
+from .fmt import warning_lines
 from .match import Matcher
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
 from .profiles import Profile, parse_profile
@@ -149,9 +150,8 @@ class ReplayAddon(FailLoudly):
             except StreamtapeError as e:
                 raise OptionError(f"streamtape_cassette: {e}") from None
             interactions = [ix for cas in cassettes for ix in cas]
-            for cas in cassettes:
-                for w in cas.warnings:
-                    log.warning(f"streamtape: {w}")
+            for line in warning_lines(cassettes):
+                log.warning(line)
             self.matcher = Matcher(
                 interactions,
                 ignore_fields=split_values(o.streamtape_ignore_fields),
