@@ -1,7 +1,8 @@
 """Protocol findings about one interaction: pure, from its Analysis.
 
-Each :class:`Finding` has a stable ``code`` (for scripts and ``--json``), a
-one-line ``message``, and the wire event index it concerns when there is one.
+Each :class:`Finding` has a stable ``code`` (:data:`Code`, for scripts and
+``--json``), a one-line ``message``, and the wire event index it concerns
+when there is one.
 """
 
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
+from typing import Literal
 
-from .cassette import COMPLETE, Interaction
-from .shapes import Analysis, analyze
+from .cassette import Interaction, Outcome
+from .shapes import Analysis, ShapeName, analyze
 
 # Shapes whose stream ends with a literal ``data: [DONE]``.
-DONE_SENTINEL = ("openai-chat", "openai-completions")
+DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
 # The final marker each other format has.
-FINAL_MARKER = {
+FINAL_MARKER: dict[ShapeName, str] = {
     "openai-responses": "response.completed",
     "anthropic": "message_stop",
     "ollama-chat": '"done": true',
@@ -24,28 +26,29 @@ FINAL_MARKER = {
     "llamacpp": '"stop": true',
     "tgi": "a final event with details",
 }
-USAGE_OPTIN = ("openai-chat", "openai-completions")
+USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
 
 CONTROL_TOKENS = re.compile(
     r"<\|[A-Za-z0-9_]+\|>"  # <|eot_id|> <|im_end|> <|endoftext|> <|end|> ...
     r"|</s>|<s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|<eos>|<bos>|<unk>|<pad>"
 )
 
-CODES = (
+Code = Literal[
     "no-response", "http-status", "outcome", "decode-error", "not-a-stream", "no-done",
     "no-finish", "finish-length", "finish-content-filter", "error-event", "invalid-json",
     "control-token", "keepalive", "usage-missing", "cut-event", "tool-args-invalid",
-)
+]
+"""A finding's code: stable, for scripts."""
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    code: str
+    code: Code
     message: str
     event: int | None = None
     """Index of the wire event it concerns (0-based, in body order), or None."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -69,7 +72,7 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
         return [Finding("no-response", f"no response head ({ix.outcome}"
                         + (f": {ix.error})" if ix.error else ")"))]
     out: list[Finding] = []
-    if ix.outcome != COMPLETE:
+    if ix.outcome is not Outcome.COMPLETE:
         out.append(Finding("outcome", f"outcome {ix.outcome}" + (f": {ix.error}" if ix.error else "")))
     if r.status >= 400:
         out.append(Finding("http-status", f"HTTP {r.status} {r.reason}".rstrip()))
@@ -78,7 +81,7 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
     if a.decode_error:
         out.append(Finding("decode-error", a.decode_error))
     if a.wire is None:
-        if r.status == 200 and len(ix.chunks) > 0 and shape is None:
+        if r.status == 200 and len(ix.pieces) > 0 and shape is None:
             out.append(Finding("not-a-stream", f"body is not SSE or NDJSON ({r.content_type or 'no content type'})"))
         return out
     if a.shape in DONE_SENTINEL and not a.done:

@@ -50,7 +50,7 @@ class Stats:
     prompt_tokens: int | None = None
     gaps_ns: tuple[int, ...] = field(default=(), repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d.pop("gaps_ns")
         d["stalls"] = [{"after_ns": s.after_ns, "gap_ns": s.gap_ns} for s in self.stalls]
@@ -74,7 +74,7 @@ def compute(ix: Interaction, analysis: Analysis | None = None,
     gaps = [b - a_ for a_, b in itertools.pairwise(times)]
     limit = stall_ms * 1_000_000
     stalls = tuple(Stall(times[i], g) for i, g in enumerate(gaps) if g > limit)
-    pieces = len(ix.chunks)
+    pieces = len(ix.pieces)
     events = a.events_count if a.wire is not None else pieces
     tokens = a.usage.completion_tokens if a.usage is not None else None
     rate = None

@@ -1,42 +1,82 @@
 """Stream shapes: SSE / NDJSON parsers, one normalizer per LLM wire format, detection.
 
-Pure code: values in, values out.
+Pure code: values in, values out. This package is public; its names:
 
-- :func:`event_spans` / :class:`Span`: byte ranges of complete events (for replay faults);
-- :func:`wire_of`, :func:`detect_shape`, :data:`SHAPES`: which wire and which format;
-- :func:`analyze` -> :class:`Analysis`: common events (start, text, tool_call, finish,
-  usage, error, done) with timestamps, the assembled text, tool calls, finish, usage;
-- :func:`error_event`, :func:`error_body`: errors in a format's own shape.
+Parsing a body (incremental, never raising on input):
+
+- :class:`SSEParser` -> :class:`SSEEvent` / :class:`SSEIgnored`, :func:`parse_sse`;
+- :class:`NDJSONParser` -> :class:`NDJSONLine`, :func:`parse_ndjson`;
+- :func:`decoded_body` -> :class:`DecodedBody`: the pieces with content encoding undone;
+- :func:`event_spans` -> :class:`Span`: byte ranges of complete events (for replay faults).
+
+Which wire and which format:
+
+- :func:`wire_of` (:data:`Wire`), :func:`detect_shape` (:data:`ShapeName`),
+  :data:`SHAPES`, :data:`WIRE_OF_SHAPE`, :func:`check_shape` (a ``--shape``
+  value, or :class:`ShapeError`).
+
+The normalized view:
+
+- :func:`analyze` -> :class:`Analysis`: common :class:`Event` s (kinds
+  :data:`EventKind`: start, text, tool_call, finish, usage, error, done) with
+  timestamps, the assembled text, :class:`ToolCall` s, :class:`Finish`
+  (:data:`FinishReason`), :class:`Usage`; :func:`wire_events` ->
+  :class:`WireEvent`; :data:`NORMALIZERS`, one per format.
+
+Errors in a format's own shape: :func:`error_event` (mid-stream), :func:`error_body`.
 """
 
 from __future__ import annotations
 
+from ..errors import ShapeError
 from .analyze import NORMALIZERS, analyze, check_shape, wire_events
 from .body import DecodedBody, decoded_body
 from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, wire_of
 from .faults import error_body, error_event
-from .model import Analysis, Event, Finish, ShapeError, ToolCall, Usage, WireEvent
+from .model import (
+    KINDS,
+    REASONS,
+    Analysis,
+    Channel,
+    Event,
+    EventKind,
+    Finish,
+    FinishReason,
+    ShapeName,
+    ToolCall,
+    Usage,
+    Wire,
+    WireEvent,
+)
 from .ndjson import NDJSONLine, NDJSONParser, parse_ndjson
-from .spans import Span, event_spans
+from .spans import Span, SpanKind, event_spans
 from .sse import SSEEvent, SSEIgnored, SSEParser, parse_sse
 
 __all__ = [
+    "KINDS",
     "NORMALIZERS",
+    "REASONS",
     "SHAPES",
     "WIRE_OF_SHAPE",
     "Analysis",
+    "Channel",
     "DecodedBody",
     "Event",
+    "EventKind",
     "Finish",
+    "FinishReason",
     "NDJSONLine",
     "NDJSONParser",
     "SSEEvent",
     "SSEIgnored",
     "SSEParser",
     "ShapeError",
+    "ShapeName",
     "Span",
+    "SpanKind",
     "ToolCall",
     "Usage",
+    "Wire",
     "WireEvent",
     "analyze",
     "check_shape",

@@ -5,8 +5,10 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ..cassette import Interaction
+from ..errors import ShapeError
 from . import (
     anthropic,
     generic,
@@ -19,13 +21,13 @@ from . import (
 )
 from .body import decoded_body
 from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, wire_of
-from .model import Analysis, Event, Finish, ShapeError, ToolCall, Usage, WireEvent
+from .model import Analysis, Event, Finish, ShapeName, ToolCall, Usage, Wire, WireEvent
 from .ndjson import NDJSONParser
 from .sse import SSEEvent, SSEParser
 
 Normalizer = Callable[[Sequence[WireEvent]], list[Event]]
 
-NORMALIZERS: dict[str, Normalizer] = {
+NORMALIZERS: dict[ShapeName, Normalizer] = {
     "openai-chat": openai_chat.normalize,
     "openai-completions": openai_completions.normalize,
     "openai-responses": openai_responses.normalize,
@@ -41,14 +43,15 @@ NORMALIZERS: dict[str, Normalizer] = {
 _loads = json.loads
 
 
-def check_shape(shape: str) -> str:
+def check_shape(shape: str) -> ShapeName:
     """Return ``shape`` if it is a known name; else ShapeError naming the valid ones."""
-    if shape not in SHAPES:
-        raise ShapeError(f"unknown shape {shape!r} (--shape): expected one of {', '.join(SHAPES)}")
-    return shape
+    for name in SHAPES:
+        if name == shape:
+            return name
+    raise ShapeError(f"unknown shape {shape!r} (--shape): expected one of {', '.join(SHAPES)}")
 
 
-def wire_events(pieces: Sequence[tuple[int, bytes]], wire: str) -> tuple[
+def wire_events(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> tuple[
     list[WireEvent], int, set[str], bytes
 ]:
     """Parse pieces into wire events. Returns (events, keep-alive blocks, line endings, tail)."""
@@ -93,7 +96,7 @@ def _cut_chars(pieces: Sequence[tuple[int, bytes]]) -> tuple[int, list[Event]]:
     """Piece boundaries that cut a UTF-8 character, and the pieces as text events (raw)."""
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     cuts = 0
-    events = []
+    events: list[Event] = []
     for i, (at, data) in enumerate(pieces):
         text = dec.decode(data)
         if text:
@@ -115,11 +118,20 @@ def _parse_json(s: str) -> tuple[object, bool]:
         return None, False
 
 
+@dataclass
+class _CallParts:
+    """One tool call while its fragments are collected."""
+
+    id: str | None = None
+    name: str | None = None
+    args: list[str] = field(default_factory=list)
+
+
 def assemble(a: Analysis) -> Analysis:
     """Fill text, tool calls, finish, usage, errors, done and role from ``a.events``."""
     text: list[str] = []
     reasoning: list[str] = []
-    calls: dict[int, dict] = {}
+    calls: dict[int, _CallParts] = {}
     for e in a.events:
         k = e.kind
         if e.choice not in (None, 0):
@@ -133,12 +145,12 @@ def assemble(a: Analysis) -> Analysis:
                 text.append(e.text or "")
         elif k == "tool_call":
             idx = e.index if e.index is not None else (max(calls) if calls else 0)
-            c = calls.setdefault(idx, {"id": None, "name": None, "args": []})
-            if e.id and not c["id"]:
-                c["id"] = e.id
-            if e.name and not c["name"]:
-                c["name"] = e.name
-            c["args"].append(e.arguments or "")
+            c = calls.setdefault(idx, _CallParts())
+            if e.id and not c.id:
+                c.id = e.id
+            if e.name and not c.name:
+                c.name = e.name
+            c.args.append(e.arguments or "")
         elif k == "finish":
             a.finish = Finish(e.reason or "other", e.raw_reason, e.at_ns)
         elif k == "usage":
@@ -161,9 +173,9 @@ def assemble(a: Analysis) -> Analysis:
     a.reasoning = "".join(reasoning)
     for idx in sorted(calls):
         c = calls[idx]
-        args = "".join(c["args"])
+        args = "".join(c.args)
         parsed, ok = _parse_json(args)
-        a.tool_calls.append(ToolCall(idx, c["id"], c["name"], args, parsed, ok))
+        a.tool_calls.append(ToolCall(idx, c.id, c.name, args, parsed, ok))
     return a
 
 
@@ -174,17 +186,19 @@ def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
     detected (:func:`detect_shape`). Raises :class:`ShapeError` for an unknown
     name. Never raises on the body's content.
     """
+    name: ShapeName
+    wire: Wire | None
     if shape is not None:
-        check_shape(shape)
-        wire = WIRE_OF_SHAPE[shape]
+        name = check_shape(shape)
+        wire = WIRE_OF_SHAPE[name]
     else:
-        shape = detect_shape(ix)
-        wire = wire_of(ix) if shape in ("sse", "ndjson", "raw") else WIRE_OF_SHAPE[shape]
-        if shape == "raw":
+        name = detect_shape(ix)
+        wire = wire_of(ix) if name in ("sse", "ndjson", "raw") else WIRE_OF_SHAPE[name]
+        if name == "raw":
             wire = None
     body = decoded_body(ix)
     pieces = body.pieces
-    a = Analysis(shape=shape, wire=wire, pieces=len(ix.chunks), decode_error=body.error)
+    a = Analysis(shape=name, wire=wire, pieces=len(ix.pieces), decode_error=body.error)
     cuts, raw_events = _cut_chars(pieces)
     a.cut_chars = cuts
     if wire is None:
@@ -194,7 +208,7 @@ def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
     a.wire_events = wires
     a.events_count = len(wires)
     a.invalid_json = [w.index for w in wires if not w.valid and not w.done]
-    a.events = NORMALIZERS[shape](wires)
+    a.events = NORMALIZERS[name](wires)
     for w in wires:
         v = w.value
         if isinstance(v, dict) and v.get("choices") == [] and v.get("usage") is not None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from .common import as_int, as_str, done_event
-from .model import Event, WireEvent
+from .common import as_dict, as_int, as_str, done_event
+from .model import Event, FinishReason, WireEvent
 
-REASONS = {
+REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
@@ -34,24 +35,24 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             err = v.get("error") if v.get("error") is not None else v
             out.append(Event(at, "error", error=err, source=src))
         elif t == "message_start":
-            msg = v.get("message") if isinstance(v.get("message"), dict) else {}
+            msg = as_dict(v.get("message"))
             out.append(Event(at, "start", role=as_str(msg.get("role")) or "assistant",
                              id=as_str(msg.get("id")), source=src))
             u = msg.get("usage")
             if isinstance(u, dict):
                 prompt_tokens = as_int(u.get("input_tokens"))
         elif t == "content_block_start":
-            block = v.get("content_block") if isinstance(v.get("content_block"), dict) else {}
+            block = as_dict(v.get("content_block"))
             bt = block.get("type")
             if bt in ("tool_use", "server_tool_use"):
                 inp = block.get("input")
                 out.append(Event(at, "tool_call", index=as_int(v.get("index")),
                                  id=as_str(block.get("id")), name=as_str(block.get("name")),
                                  arguments="" if not inp else _json(inp), source=src))
-            elif bt == "text" and as_str(block.get("text")):
-                out.append(Event(at, "text", text=block["text"], source=src))
+            elif bt == "text" and (text := as_str(block.get("text"))):
+                out.append(Event(at, "text", text=text, source=src))
         elif t == "content_block_delta":
-            d = v.get("delta") if isinstance(v.get("delta"), dict) else {}
+            d = as_dict(v.get("delta"))
             dt = d.get("type")
             if dt == "text_delta":
                 text = as_str(d.get("text"))
@@ -65,7 +66,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
                 if text:
                     out.append(Event(at, "text", text=text, channel="reasoning", source=src))
         elif t == "message_delta":
-            d = v.get("delta") if isinstance(v.get("delta"), dict) else {}
+            d = as_dict(v.get("delta"))
             raw = as_str(d.get("stop_reason"))
             if raw:
                 out.append(Event(at, "finish", reason=REASONS.get(raw, "other"), raw_reason=raw,
@@ -81,6 +82,4 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
 
 
 def _json(v: object) -> str:
-    import json
-
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))

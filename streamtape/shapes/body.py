@@ -48,21 +48,21 @@ def decoded_body(ix: Interaction) -> DecodedBody:
     if resp is None:
         return DecodedBody((), "identity")
     enc = (resp.header("content-encoding") or "identity").strip().lower()
-    chunks = resp.chunks
+    pieces = resp.pieces
     if enc in ("", "identity"):
-        return DecodedBody(tuple((c.at_ns, c.data) for c in chunks if c.data), "identity")
+        return DecodedBody(tuple((p.at_ns, p.data) for p in pieces if p.data), "identity")
     d_f = _decompressor(enc)
     if d_f is None:
         return DecodedBody((), enc, f"unsupported content-encoding {enc!r}")
     dec, finished = d_f
     out: list[tuple[int, bytes]] = []
-    for c in chunks:
+    for p in pieces:
         try:
-            d = dec(c.data)
+            d = dec(p.data)
         except Exception as e:  # zlib.error, brotli.error
             return DecodedBody(tuple(out), enc, f"{enc} body is corrupt: {e}")
         if d:
-            out.append((c.at_ns, d))
-    if chunks and not finished():
+            out.append((p.at_ns, d))
+    if pieces and not finished():
         return DecodedBody(tuple(out), enc, f"{enc} body ends early (stream cut)")
     return DecodedBody(tuple(out), enc)

@@ -22,6 +22,11 @@ def as_str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def as_dict(v: Any) -> dict[str, Any]:
+    """``v`` when it is a JSON object, else an empty one (so ``.get`` always works)."""
+    return v if isinstance(v, dict) else {}
+
+
 def ms_to_ns(v: Any) -> int | None:
     if isinstance(v, int | float) and not isinstance(v, bool):
         return round(v * 1_000_000)

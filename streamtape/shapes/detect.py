@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, get_args
 
 from ..cassette import Interaction
 from .body import decoded_body
+from .model import ShapeName, Wire
 from .ndjson import NDJSONParser
 from .sse import BOM, SSEEvent, SSEParser
 
-SHAPES: tuple[str, ...] = (
-    "openai-chat",
-    "openai-completions",
-    "openai-responses",
-    "ollama-chat",
-    "ollama-generate",
-    "llamacpp",
-    "tgi",
-    "anthropic",
-    "sse",
-    "ndjson",
-    "raw",
-)
+SHAPES: tuple[ShapeName, ...] = get_args(ShapeName)
 """Valid ``--shape`` names: the formats, then the generic wires and ``raw``."""
 
-WIRE_OF_SHAPE: dict[str, str | None] = {
+WIRE_OF_SHAPE: dict[ShapeName, Wire | None] = {
     "openai-chat": "sse",
     "openai-completions": "sse",
     "openai-responses": "sse",
@@ -52,7 +41,7 @@ _SSE_START = re.compile(rb"^(?:data|event|id|retry)(?::|\r|\n)|^:")
 _SNIFF = 4096
 
 
-def _sniff_wire(head: bytes) -> str | None:
+def _sniff_wire(head: bytes) -> Wire | None:
     head = head.removeprefix(BOM).lstrip(b"\r\n")
     if _SSE_START.match(head):
         return "sse"
@@ -62,7 +51,7 @@ def _sniff_wire(head: bytes) -> str | None:
     return None
 
 
-def wire_of(ix: Interaction) -> str | None:
+def wire_of(ix: Interaction) -> Wire | None:
     """``"sse"``, ``"ndjson"`` or None, from the response content type, else by
     sniffing the start of the body (``data:``/``event:``/``:`` lines, or two
     lines that each start a JSON object)."""
@@ -78,7 +67,7 @@ def wire_of(ix: Interaction) -> str | None:
     return _sniff_wire(body.data[:_SNIFF])
 
 
-def shape_of_value(v: Any, event: str = "message") -> str | None:
+def shape_of_value(v: Any, event: str = "message") -> ShapeName | None:
     """The format one decoded JSON event belongs to, or None when it does not tell."""
     if not isinstance(v, dict):
         return None
@@ -111,7 +100,7 @@ def shape_of_value(v: Any, event: str = "message") -> str | None:
     return None
 
 
-def _shape_of_path(path: str, wire: str | None) -> str | None:
+def _shape_of_path(path: str) -> ShapeName | None:
     p = path.split("?")[0].rstrip("/")
     if p.endswith("/chat/completions"):
         return "openai-chat"
@@ -132,7 +121,7 @@ def _shape_of_path(path: str, wire: str | None) -> str | None:
     return None
 
 
-def _first_values(data: bytes, wire: str, limit: int = 4) -> list[tuple[Any, str]]:
+def _first_values(data: bytes, wire: Wire, limit: int = 4) -> list[tuple[Any, str]]:
     out: list[tuple[Any, str]] = []
     if wire == "sse":
         for item in SSEParser().feed(data):
@@ -153,7 +142,7 @@ def _first_values(data: bytes, wire: str, limit: int = 4) -> list[tuple[Any, str
     return out
 
 
-def detect_shape(ix: Interaction) -> str:
+def detect_shape(ix: Interaction) -> ShapeName:
     """The format of an interaction's stream (one of :data:`SHAPES`).
 
     The body decides when its first events are recognisable (an event's
@@ -169,7 +158,7 @@ def detect_shape(ix: Interaction) -> str:
         s = shape_of_value(v, ev)
         if s is not None and WIRE_OF_SHAPE[s] == wire:
             return s
-    s = _shape_of_path(ix.request.path, wire)
+    s = _shape_of_path(ix.request.path)
     if s is not None and WIRE_OF_SHAPE[s] == wire:
         return s
     return wire

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from http import HTTPStatus
 
+from ..errors import ShapeError
 from .detect import SHAPES
-from .model import ShapeError
 
 
 def _j(v: object) -> bytes:
@@ -59,8 +59,8 @@ def error_event(shape: str, message: str) -> bytes:
         body = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + _j(body) + b"\n\n"
     if shape == "openai-responses":
-        body = {"type": "error", "code": "server_error", "message": message, "param": None}
-        return b"event: error\ndata: " + _j(body) + b"\n\n"
+        event = {"type": "error", "code": "server_error", "message": message, "param": None}
+        return b"event: error\ndata: " + _j(event) + b"\n\n"
     if shape == "tgi":
         return b"data: " + _j({"error": message, "error_type": "generation"}) + b"\n\n"
     if shape in ("ollama-chat", "ollama-generate", "ndjson"):

@@ -4,14 +4,15 @@ as the newer ``stop_type`` (eos / word / limit) or the older ``stopped_*`` boole
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from .common import as_int, as_str, ms_to_ns, objects
-from .model import Event, WireEvent
+from .common import as_dict, as_int, as_str, ms_to_ns, objects
+from .model import Event, FinishReason, WireEvent
 
-STOP_TYPES = {"eos": "stop", "word": "stop", "limit": "length", "none": "other"}
+STOP_TYPES: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length", "none": "other"}
 
 
-def _reason(v: dict) -> tuple[str, str | None]:
+def _reason(v: dict[str, Any]) -> tuple[FinishReason, str | None]:
     st = as_str(v.get("stop_type"))
     if st is not None:
         return STOP_TYPES.get(st, "other"), st
@@ -34,7 +35,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
         if v.get("stop") is True:
             reason, raw = _reason(v)
             out.append(Event(at, "finish", reason=reason, raw_reason=raw, source=src))
-            timings = v.get("timings") if isinstance(v.get("timings"), dict) else {}
+            timings = as_dict(v.get("timings"))
             durations = {}
             for key, name in (("prompt_ms", "prompt_eval_duration"),
                               ("predicted_ms", "eval_duration")):

@@ -1,14 +1,44 @@
-"""Values of the normalized view: common events, tool calls, finish, usage, analysis."""
+"""Values of the normalized view: common events, tool calls, finish, usage, analysis.
+
+The vocabularies are :data:`~typing.Literal` types, so a normalizer that
+writes ``Event(at, "txt")`` fails type checking, while the values stay the
+plain strings every output (``show --json``, ``diff``) has always printed.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-from ..errors import ShapeError  # noqa: F401 - re-exported
+from ..errors import ShapeError as ShapeError  # its old import path
 
-KINDS = ("start", "text", "tool_call", "finish", "usage", "error", "done")
-REASONS = ("stop", "length", "tool_calls", "content_filter", "error", "other")
+ShapeName = Literal[
+    "openai-chat",
+    "openai-completions",
+    "openai-responses",
+    "ollama-chat",
+    "ollama-generate",
+    "llamacpp",
+    "tgi",
+    "anthropic",
+    "sse",
+    "ndjson",
+    "raw",
+]
+"""A ``--shape`` name: an LLM wire format, then the generic wires and ``raw`` (no wire)."""
+
+Wire = Literal["sse", "ndjson"]
+"""How a body is cut into events: server-sent events, or one JSON value per line."""
+
+EventKind = Literal["start", "text", "tool_call", "finish", "usage", "error", "done"]
+KINDS: tuple[EventKind, ...] = get_args(EventKind)
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
+"""Why generation stopped, in common terms (each format's own value is kept as ``raw``)."""
+REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+
+Channel = Literal["reasoning", "refusal"]
+"""Text kept out of the answer: thinking, or a refusal (Responses API)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +55,7 @@ class WireEvent:
     type: str
     data: str
     value: Any = None
+    """Parsed JSON: any JSON value."""
     valid: bool = True
     done: bool = False
     start: int = 0
@@ -49,14 +80,14 @@ class Event:
     """
 
     at_ns: int
-    kind: str
+    kind: EventKind
     role: str | None = None
     text: str | None = None
     index: int | None = None
     id: str | None = None
     name: str | None = None
     arguments: str | None = None
-    reason: str | None = None
+    reason: FinishReason | None = None
     raw_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -64,7 +95,7 @@ class Event:
     error: dict[str, Any] | str | None = None
     source: int | None = None
     special: bool | None = None
-    channel: str | None = None
+    channel: Channel | None = None
     choice: int | None = None
 
     @property
@@ -91,7 +122,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    reason: str
+    reason: FinishReason
     raw: str | None
     at_ns: int
 
@@ -106,8 +137,8 @@ class Usage:
 
 @dataclass
 class Analysis:
-    shape: str
-    wire: str | None
+    shape: ShapeName
+    wire: Wire | None
     events: list[Event] = field(default_factory=list)
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)

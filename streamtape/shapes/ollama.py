@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 
 from .common import as_int, as_str, objects
-from .model import Event, WireEvent
+from .model import Event, FinishReason, WireEvent
 
-REASONS = {"stop": "stop", "length": "length"}
+REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
 DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
 
 

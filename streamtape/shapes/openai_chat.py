@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .common import as_int, as_str, objects
-from .model import Event, WireEvent
+from .common import as_dict, as_int, as_str, objects
+from .model import Event, FinishReason, WireEvent
 
-REASONS = {
+REASONS: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
     "tool_calls": "tool_calls",
@@ -18,7 +18,7 @@ REASONS = {
 }
 
 
-def finish_reason(raw: str) -> str:
+def finish_reason(raw: str) -> FinishReason:
     return REASONS.get(raw, "other")
 
 
@@ -58,7 +58,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
                 for pos, tc in enumerate(tcs if isinstance(tcs, list) else ()):
                     if not isinstance(tc, dict):
                         continue
-                    fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                    fn = as_dict(tc.get("function"))
                     idx = as_int(tc.get("index"))
                     out.append(Event(
                         w.at_ns, "tool_call",

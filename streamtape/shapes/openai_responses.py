@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .common import as_int, as_str, done_event
-from .model import Event, WireEvent
+from .common import as_dict, as_int, as_str, done_event
+from .model import Event, FinishReason, WireEvent
 
-INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+INCOMPLETE: dict[str, FinishReason] = {"max_output_tokens": "length", "content_filter": "content_filter"}
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -43,7 +43,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             if d:
                 out.append(Event(at, "text", text=d, channel="refusal", source=src))
         elif t == "response.output_item.added":
-            item = v.get("item") if isinstance(v.get("item"), dict) else {}
+            item = as_dict(v.get("item"))
             if item.get("type") == "function_call":
                 saw_call = True
                 out.append(Event(
@@ -56,7 +56,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             out.append(Event(at, "tool_call", index=as_int(v.get("output_index")),
                              arguments=as_str(v.get("delta")) or "", source=src))
         elif t in TERMINAL:
-            resp = v.get("response") if isinstance(v.get("response"), dict) else {}
+            resp = as_dict(v.get("response"))
             status = as_str(resp.get("status"))
             if t == "response.failed":
                 out.append(Event(at, "error", error=resp.get("error") or v, source=src))

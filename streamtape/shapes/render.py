@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..stats import Stats
 from .model import Analysis, Event
 
 
@@ -105,7 +106,7 @@ def event_json(e: Event) -> dict[str, Any]:
     return d
 
 
-def stats_fields(stats: Any) -> dict[str, Any]:
+def stats_fields(stats: Stats) -> dict[str, Any]:
     """:class:`streamtape.stats.Stats` as JSON-ready values (times in ms)."""
     def m(ns: int | None) -> float | None:
         return None if ns is None else round(ns / 1e6, 3)
@@ -128,7 +129,7 @@ def stats_fields(stats: Any) -> dict[str, Any]:
     }
 
 
-def stats_lines(stats: Any, analysis: Analysis | None = None) -> list[str]:
+def stats_lines(stats: Stats, analysis: Analysis | None = None) -> list[str]:
     """A few lines of figures for ``show -i N``."""
     s = stats
     lines = []

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .ndjson import NDJSONParser
 from .sse import SSEEvent, SSEParser
+
+SpanKind = Literal["event", "comment", "done"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +23,7 @@ class Span:
 
     start: int
     end: int
-    kind: str
+    kind: SpanKind
 
 
 def event_spans(body: bytes, wire: str) -> list[Span]:
@@ -35,7 +38,8 @@ def event_spans(body: bytes, wire: str) -> list[Span]:
     Any other ``wire`` gives ``ValueError``.
     """
     if wire == "sse":
-        spans = []
+        spans: list[Span] = []
+        kind: SpanKind
         for item in SSEParser().feed(body):
             if isinstance(item, SSEEvent):
                 kind = "done" if item.data.strip() == "[DONE]" else "event"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .common import as_int, as_str, objects
-from .model import Event, WireEvent
+from .model import Event, FinishReason, WireEvent
 
-REASONS = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
+REASONS: dict[str, FinishReason] = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
 
 
 def normalize(wires: Sequence[WireEvent]) -> list[Event]:
