@@ -31,6 +31,8 @@ def cli() -> None:
 
 def _register() -> None:
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):  # shared helpers, not commands
+            continue
         module = importlib.import_module(f"{commands.__name__}.{mod.name}")
         for cmd in getattr(module, "commands", ()):
             cli.add_command(cmd)

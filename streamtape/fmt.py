@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import TypedDict
 from urllib.parse import urlsplit
 
-from .cassette import Interaction
+from .cassette import Cassette, Interaction, Outcome
 
 
 def ms(ns: int | None, digits: int = 1) -> str:
@@ -26,14 +28,29 @@ def path_of(url: str) -> str:
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
-def summary(ix: Interaction) -> dict[str, object]:
+class Summary(TypedDict):
+    """The figures one line about an interaction shows; JSON-ready."""
+
+    method: str
+    path: str
+    status: int | None
+    pieces: int
+    bytes: int
+    first_byte_ms: float | None
+    duration_ms: float | None
+    outcome: Outcome
+    error: str | None
+    labels: dict[str, str]
+
+
+def summary(ix: Interaction) -> Summary:
     """The figures one line about an interaction shows (record output, ``show`` listing)."""
     r = ix.response
     return {
         "method": ix.request.method,
         "path": path_of(ix.request.url),
         "status": r.status if r else None,
-        "pieces": len(ix.chunks),
+        "pieces": len(ix.pieces),
         "bytes": len(r.body) if r else 0,
         "first_byte_ms": None if ix.first_byte_ns is None else round(ix.first_byte_ns / 1e6, 3),
         "duration_ms": None if ix.duration_ns is None else round(ix.duration_ns / 1e6, 3),
@@ -48,12 +65,17 @@ def summary_line(ix: Interaction) -> str:
     s = summary(ix)
     status = s["status"] if s["status"] is not None else "---"
     line = (
-        f"{s['method']} {s['path']} {status}  {s['pieces']} pieces  {human_bytes(int(s['bytes']))}"  # type: ignore[call-overload]
+        f"{s['method']} {s['path']} {status}  {s['pieces']} pieces  {human_bytes(s['bytes'])}"
         f"  ttfb {ms(ix.first_byte_ns)} ms  dur {ms(ix.duration_ns)} ms  {ix.outcome}"
     )
     if ix.error:
         line += f" ({ix.error})"
     return line
+
+
+def warning_lines(cassettes: Iterable[Cassette]) -> list[str]:
+    """``streamtape: warning: ...``, one line per problem a cassette's reader recovered from."""
+    return [f"streamtape: warning: {w}" for cas in cassettes for w in cas.warnings]
 
 
 def jsonable(v: object) -> object:

@@ -11,6 +11,7 @@ from ..cassette import load_many
 from ..check import check as check_ix
 from ..fmt import summary_line
 from ..shapes import SHAPES, analyze, check_shape
+from ._common import warn
 
 
 @click.command()
@@ -31,9 +32,8 @@ def check(ctx: click.Context, file: tuple[str, ...], as_json: bool, shape: str |
     cassettes = load_many(file)
     results = []
     total = 0
+    warn(cassettes)
     for cas in cassettes:
-        for w in cas.warnings:
-            click.echo(f"streamtape: warning: {w}", err=True)
         for n, ix in enumerate(cas):
             a = analyze(ix, shape) if ix.response is not None else None
             findings = check_ix(ix, a, shape)

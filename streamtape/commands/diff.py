@@ -23,6 +23,7 @@ from ..diff import (
 )
 from ..errors import CassetteError, OptionError
 from ..shapes import SHAPES
+from ._common import warn
 
 _INDEX_RE = re.compile(r"^(?P<path>.+)#(?P<index>[^#]*)$")
 
@@ -48,8 +49,7 @@ def load_operand(text: str) -> Operand:
             )
         n = int(raw)
         cas = load(path)
-        for w in cas.warnings:
-            click.echo(f"streamtape: warning: {w}", err=True)
+        warn(cas)
         if n >= len(cas):
             have = (
                 "no interactions"
@@ -61,9 +61,8 @@ def load_operand(text: str) -> Operand:
     cassettes = load_many([text]) if Path(text).is_dir() else [load(text)]
     interactions: list[Interaction] = []
     labels: list[str] = []
+    warn(cassettes)
     for cas in cassettes:
-        for w in cas.warnings:
-            click.echo(f"streamtape: warning: {w}", err=True)
         interactions.extend(cas)
         labels.extend(f"{cas.path or text}#{i}" for i in range(len(cas)))
     return Operand(text, interactions, labels)

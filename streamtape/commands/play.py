@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import click
 
-from ..cassette import Chunk, Interaction, load
+from ..cassette import Interaction, Piece, load
 from ..clock import now_ns, sleep_until_sync
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, path_of
 from ..profiles import Schedule, StepKind, parse_profile
+from ..shapes import analyze, check_shape
 from ..wire import Framing
+from ._common import warn
 
 # Shapes whose answer text `play` shows; anything else is written as bytes.
 _GENERIC = ("raw", "sse", "ndjson")
@@ -30,21 +32,20 @@ class Plan:
 
     schedule: Schedule
     outputs: tuple[bytes, ...]
-    mode: str  # "text" (assembled answer of shape ``shape``) or "raw"
+    mode: Literal["text", "raw"]
+    """``text``: the assembled answer of format ``shape``; ``raw``: the body bytes."""
     shape: str
 
 
 def _text_outputs(ix: Interaction, sched: Schedule, shape: str | None) -> tuple[list[bytes], str] | None:
     """The answer text that becomes complete at each step, or None when there is none to show."""
-    from ..shapes import analyze
-
     resp = ix.response
     if resp is None or not 200 <= sched.status < 300:
         return None
     # Replay the schedule's pieces as a recording whose piece i arrives "at" i:
     # every normalized event then says which step completed it.
-    chunks = tuple(Chunk(i, s.data) for i, s in enumerate(sched.steps) if s.kind == StepKind.SEND)
-    synthetic = replace(ix, response=replace(resp, chunks=chunks))
+    pieces = tuple(Piece(i, s.data) for i, s in enumerate(sched.steps) if s.kind == StepKind.SEND)
+    synthetic = replace(ix, response=replace(resp, pieces=pieces))
     a = analyze(synthetic, shape)
     if a.shape in _GENERIC and shape is None:
         return None
@@ -74,8 +75,8 @@ def plan(ix: Interaction, sched: Schedule, *, raw: bool = False, shape: str | No
     if not raw:
         got = _text_outputs(ix, sched, shape)
         if got is not None:
-            outs, detected = got
-            return Plan(sched, tuple(outs), "text", detected)
+            texts, detected = got
+            return Plan(sched, tuple(texts), "text", detected)
     outs = tuple(s.data if s.kind == StepKind.SEND else b"" for s in sched.steps)
     return Plan(sched, outs, "raw", shape or "raw")
 
@@ -126,7 +127,8 @@ def run(
     return first_ns, now_ns() - t0
 
 
-def summary_line(index: int, ix: Interaction, p: Plan, first_ns: int, elapsed_ns: int) -> str:
+def playback_line(index: int, ix: Interaction, p: Plan, first_ns: int, elapsed_ns: int) -> str:
+    """The line ``play`` ends with: what was played, under which profile, and how it went."""
     sched = p.schedule
     status = sched.status if sched.framing != Framing.NONE else "no response head"
     n = len(sched.sends)
@@ -158,15 +160,12 @@ def play(file: str, index: int, profile_text: str, boundaries: bool, raw: bool, 
     """
     profile = parse_profile(profile_text)
     cas = load(file)
-    for w in cas.warnings:
-        click.echo(f"streamtape: warning: {w}", err=True)
+    warn(cas)
     if not 0 <= index < len(cas):
         have = f"it has {len(cas)}: 0..{len(cas) - 1}" if len(cas) else "it is empty"
         raise OptionError(f"{file}: no interaction {index} (-i); {have}")
     ix = cas[index]
     if shape is not None:
-        from ..shapes.analyze import check_shape
-
         check_shape(shape)
     sched = profile.schedule(ix)
     p = plan(ix, sched, raw=raw, shape=shape)
@@ -180,7 +179,7 @@ def play(file: str, index: int, profile_text: str, boundaries: bool, raw: bool, 
     if not written_nl and (p.mode == "text" or sys.stdout.isatty()):
         out.write(b"\n")
         out.flush()
-    click.echo(summary_line(index, ix, p, first_ns, elapsed), err=True)
+    click.echo(playback_line(index, ix, p, first_ns, elapsed), err=True)
 
 
 commands = [play]

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from ..cassette import Interaction, Outcome
 from ..errors import OptionError
 from ..fmt import summary_line
 from ..record import parse_labels
@@ -93,9 +94,9 @@ def record(
     failures: list[str] = []  # before the proxy ran: a bad option
     lost: list[str] = []  # while recording: the cassette stopped taking writes
 
-    def finished(ix) -> None:  # type: ignore[no-untyped-def]
+    def finished(ix: Interaction) -> None:
         line = summary_line(ix)
-        if ix.response is None or (ix.response.status == 502 and ix.outcome != "complete"):
+        if ix.response is None or (ix.response.status == 502 and ix.outcome is not Outcome.COMPLETE):
             line += "  [upstream unreachable: the client got a 502]"
         click.echo(line)
 
@@ -117,7 +118,7 @@ def record(
         click.echo(f"streamtape: recording on {where} {target}, appending to {out}", err=True)
         click.echo("streamtape: Ctrl-C to stop", err=True)
 
-    options = {
+    options: dict[str, str | bool | list[str]] = {
         "streamtape_out": out,
         "streamtape_all": "true" if record_all else "false",
         "streamtape_filter": flow_filter,

@@ -11,6 +11,7 @@ import click
 from ..cassette import load_many
 from ..errors import OptionError
 from ..profiles import parse_profile
+from ._common import warn
 
 
 def _echo(line: str) -> None:
@@ -64,9 +65,7 @@ def serve(
         raise click.UsageError("--confdir only applies with --proxy")
     prof = parse_profile(profile)  # ProfileError: one line, exit 2
     cassettes = load_many(paths)
-    for cas in cassettes:
-        for w in cas.warnings:
-            click.echo(f"streamtape: warning: {w}", err=True)
+    warn(cassettes)
     n = sum(len(c) for c in cassettes)
     if proxy:
         _serve_proxy(paths, host, port, profile, ignore_fields, match_headers, strict,

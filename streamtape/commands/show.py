@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import TypedDict
 
 import click
 
@@ -20,6 +21,7 @@ from ..shapes.render import (
     text_lines,
 )
 from ..stats import compute
+from ._common import warn
 
 
 def escape_piece(data: bytes) -> str:
@@ -49,12 +51,22 @@ def bytes_json(data: bytes) -> dict[str, str]:
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
-def timeline(ix: Interaction) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
+class TimelineRow(TypedDict):
+    """One body piece: when it came, the silence before it, its bytes."""
+
+    index: int
+    at_ns: int
+    gap_ns: int
+    size: int
+    data: bytes
+
+
+def timeline(ix: Interaction) -> list[TimelineRow]:
+    rows: list[TimelineRow] = []
     prev = 0
-    for n, c in enumerate(ix.chunks):
-        rows.append({"index": n, "at_ns": c.at_ns, "gap_ns": c.at_ns - prev, "size": len(c.data), "data": c.data})
-        prev = c.at_ns
+    for n, p in enumerate(ix.pieces):
+        rows.append({"index": n, "at_ns": p.at_ns, "gap_ns": p.at_ns - prev, "size": len(p.data), "data": p.data})
+        prev = p.at_ns
     return rows
 
 
@@ -79,7 +91,7 @@ def listing_lines(cas: Cassette) -> list[str]:
                 str(s["path"]),
                 "---" if s["status"] is None else str(s["status"]),
                 str(s["pieces"]),
-                human_bytes(int(s["bytes"])),  # type: ignore[call-overload]
+                human_bytes(s["bytes"]),
                 ms(ix.first_byte_ns),
                 ms(ix.duration_ns),
                 ix.outcome,
@@ -114,7 +126,7 @@ def timeline_lines(ix: Interaction) -> list[str]:
     lines = [f"{'offset ms':>10}  {'gap ms':>8}  {'size':>6}  bytes"]
     for row in timeline(ix):
         lines.append(
-            f"{row['at_ns'] / 1e6:>10.3f}  {row['gap_ns'] / 1e6:>8.3f}  {row['size']:>6}  {escape_piece(row['data'])}"  # type: ignore[operator,arg-type]
+            f"{row['at_ns'] / 1e6:>10.3f}  {row['gap_ns'] / 1e6:>8.3f}  {row['size']:>6}  {escape_piece(row['data'])}"
         )
     return lines
 
@@ -144,19 +156,14 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
         "timeline": [
             {
                 "index": row["index"],
-                "offset_ms": row["at_ns"] / 1e6,  # type: ignore[operator]
-                "gap_ms": row["gap_ns"] / 1e6,  # type: ignore[operator]
+                "offset_ms": row["at_ns"] / 1e6,
+                "gap_ms": row["gap_ns"] / 1e6,
                 "size": row["size"],
-                **bytes_json(row["data"]),  # type: ignore[arg-type]
+                **bytes_json(row["data"]),
             }
             for row in timeline(ix)
         ],
     }
-
-
-def warn(cas: Cassette) -> None:
-    for w in cas.warnings:
-        click.echo(f"streamtape: warning: {w}", err=True)
 
 
 @click.command()
