@@ -2,12 +2,12 @@
 
 Two kinds of recording, both plain :class:`streamtape.Interaction` values:
 
-- *captured*: ``tests/cassettes/*.timing.txt`` are raw captures from a real
-  llama.cpp ``llama-server`` (copied from ``/work/shared/reference/
-  llama-server-captures``: one line per ``recv()`` with its time and bytes).
-  :func:`from_capture` strips the HTTP head and the chunked framing and keeps
-  each read's body bytes as one piece at its recorded time: real bytes, real
-  boundaries, real timing.
+- *captured*: raw captures from a real llama.cpp ``llama-server`` in
+  ``tests/corpus`` (one line per ``recv()`` with its time and bytes), read by
+  :func:`tests.corpus.capture`: the HTTP head and the chunked framing
+  stripped, each read's body bytes one piece at its recorded time: real
+  bytes, real boundaries, real timing. The request is replaced by the one
+  the SDK sends.
 - *written*: streams for formats no capture covers (OpenAI tool-call
   streaming, Anthropic ``input_json_delta``, Ollama ``/api/chat`` NDJSON, TGI
   ``/generate_stream``), written event by event in the shapes of the wire
@@ -23,16 +23,13 @@ The requests carry exactly the JSON body each SDK sends for the calls in
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from streamtape import Chunk, Interaction, Request, Response
-
-HERE = Path(__file__).parent / "cassettes"
-MS = 1_000_000
+from streamtape import Chunk, Interaction, Request
+from tests.builders import MS, interaction, sse
+from tests.corpus import capture
 
 # The base URLs the SDKs are pointed at (in-process) and the paths recorded.
 OPENAI_BASE = "http://llm.test/v1"
@@ -57,89 +54,6 @@ def _request(url: str, body: object) -> Request:
 
 
 # --------------------------------------------------------------------------
-# Captures from a real llama-server
-
-
-_LINE = re.compile(r"^\s*([\d.]+) ms\s+(\d+) B (b'.*'|b\".*\")\s*$")
-
-
-def from_capture(path: Path, request: Request) -> Interaction:
-    """A real capture (``NAME.timing.txt``) as an Interaction: de-chunked, timed pieces."""
-    reads: list[tuple[int, bytes]] = []
-    for line in path.read_text().splitlines():
-        m = _LINE.match(line)
-        if m:
-            data = ast.literal_eval(m.group(3))
-            assert len(data) == int(m.group(2)), line[:60]
-            reads.append((round(float(m.group(1)) * MS), data))
-    # Head
-    buf = b""
-    head_at = 0
-    i = 0
-    while b"\r\n\r\n" not in buf:
-        head_at, data = reads[i]
-        buf += data
-        i += 1
-    head, rest = buf.split(b"\r\n\r\n", 1)
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    _, status, reason = status_line.split(" ", 2)
-    headers = tuple(tuple(h.split(": ", 1)) if ": " in h else (h.rstrip(":"), "") for h in header_lines)
-    assert ("Transfer-Encoding", "chunked") in headers
-    # Chunked body: every read contributes the chunk data it completes or continues.
-    pending = [(head_at, rest), *reads[i:]]
-    chunks: list[Chunk] = []
-    stream = b""
-    state = "size"
-    need = 0
-    ended_at = head_at
-    for at, data in pending:
-        stream += data
-        piece = b""
-        while True:
-            if state == "size":
-                if b"\r\n" not in stream:
-                    break
-                line_b, stream = stream.split(b"\r\n", 1)
-                need = int(line_b, 16)
-                state = "data" if need else "trailer"
-            elif state == "data":
-                take = stream[:need]
-                piece += take
-                stream = stream[len(take) :]
-                need -= len(take)
-                if need:
-                    break
-                state = "crlf"
-            elif state == "crlf":
-                if len(stream) < 2:
-                    break
-                assert stream[:2] == b"\r\n"
-                stream = stream[2:]
-                state = "size"
-            elif state == "trailer":
-                if b"\r\n" not in stream:
-                    break
-                line_b, stream = stream.split(b"\r\n", 1)
-                if line_b == b"":
-                    state = "done"
-                    ended_at = at
-            else:
-                break
-        if piece:
-            chunks.append(Chunk(at, piece))
-    assert state == "done", f"{path}: capture does not end with the terminating chunk"
-    resp = Response(
-        status=int(status),
-        reason=reason,
-        headers=headers,  # type: ignore[arg-type]
-        framing="chunked",
-        chunks=tuple(chunks),
-        headers_at_ns=head_at,
-    )
-    return Interaction(request, resp, outcome="complete", end_ns=ended_at, labels={"source": path.name})
-
-
-# --------------------------------------------------------------------------
 # Written recordings
 
 
@@ -153,23 +67,19 @@ def _written(
     ttft_ms: int = 30,
     source: str,
 ) -> Interaction:
-    chunks = tuple(Chunk((ttft_ms + n * gap_ms) * MS, e) for n, e in enumerate(events))
-    resp = Response(
-        status=200,
-        reason="OK",
-        headers=(("Content-Type", content_type), ("Transfer-Encoding", "chunked")),
-        framing="chunked",
-        chunks=chunks,
-        headers_at_ns=5 * MS,
+    request = _request(url, body)
+    return interaction(
+        events,
+        first_ns=ttft_ms * MS,
+        gap_ns=gap_ms * MS,
+        head_ns=5 * MS,
+        end_ns=(ttft_ms + (len(events) - 1) * gap_ms) * MS,
+        content_type=content_type,
+        url=request.url,
+        request_headers=request.headers,
+        body=request.body,
+        labels={"source": source},
     )
-    return Interaction(
-        _request(url, body), resp, outcome="complete", end_ns=chunks[-1].at_ns, labels={"source": source}
-    )
-
-
-def _sse(obj: object, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(obj, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
 
 
 WEATHER_TOOLS = [
@@ -202,7 +112,7 @@ def openai_tools() -> Interaction:
     base = {"id": "chatcmpl-tool1", "object": "chat.completion.chunk", "created": 1796038600, "model": "tiny-llama"}
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:
-        return _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 
     def frag(index: int, args: str) -> bytes:
         return chunk({"tool_calls": [{"index": index, "function": {"arguments": args}}]})
@@ -249,7 +159,7 @@ ANTHROPIC_TOOLS = [
 def anthropic_tools() -> Interaction:
     """Anthropic Messages: a text block, then a tool_use block whose input streams as input_json_delta."""
     events = [
-        _sse(
+        sse(
             {
                 "type": "message_start",
                 "message": {
@@ -265,12 +175,12 @@ def anthropic_tools() -> Interaction:
             },
             "message_start",
         ),
-        _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"),
-        _sse({"type": "ping"}, "ping"),
-        _sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me check "}}, "content_block_delta"),
-        _sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Reykjavík ☀"}}, "content_block_delta"),
-        _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
-        _sse(
+        sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"),
+        sse({"type": "ping"}, "ping"),
+        sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me check "}}, "content_block_delta"),
+        sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Reykjavík ☀"}}, "content_block_delta"),
+        sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+        sse(
             {
                 "type": "content_block_start",
                 "index": 1,
@@ -279,15 +189,15 @@ def anthropic_tools() -> Interaction:
             "content_block_start",
         ),
         *[
-            _sse({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": p}}, "content_block_delta")
+            sse({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": p}}, "content_block_delta")
             for p in ["", '{"ci', 'ty": "Re', 'ykjavík', '"}']
         ],
-        _sse({"type": "content_block_stop", "index": 1}, "content_block_stop"),
-        _sse(
+        sse({"type": "content_block_stop", "index": 1}, "content_block_stop"),
+        sse(
             {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 42}},
             "message_delta",
         ),
-        _sse({"type": "message_stop"}, "message_stop"),
+        sse({"type": "message_stop"}, "message_stop"),
     ]
     body = {"max_tokens": 64, "messages": TOOL_PROMPT, "model": "tiny-llama", "stream": True, "tools": ANTHROPIC_TOOLS}
     return _written(f"{ANTHROPIC_BASE}/v1/messages", body, events, "text/event-stream", source="written: anthropic tools")
@@ -367,7 +277,7 @@ def tgi_events() -> list[bytes]:
     for n, (tid, t) in enumerate(tokens, start=1):
         last = n == len(tokens)
         out.append(
-            _sse(
+            sse(
                 {
                     "index": n,
                     "token": {"id": tid, "text": t, "logprob": -0.31, "special": last},
@@ -387,13 +297,18 @@ def tgi(body: object, source: str) -> Interaction:
 def openai_chat() -> Interaction:
     """Captured: llama-server /v1/chat/completions, 30 tokens, UTF-8, finish_reason length."""
     body = {"model": "tiny-llama", "stream": True, "messages": PROMPT}
-    return from_capture(HERE / "chat_stream_slow.timing.txt", _request(f"{OPENAI_BASE}/chat/completions", body))
+    return _captured("chat_stream_slow", _request(f"{OPENAI_BASE}/chat/completions", body))
 
 
 def anthropic_text() -> Interaction:
     """Captured: llama-server /v1/messages (Anthropic Messages), text deltas, max_tokens."""
     body = {"max_tokens": 64, "messages": PROMPT, "model": "tiny-llama", "stream": True}
-    return from_capture(HERE / "anthropic_messages_slow.timing.txt", _request(f"{ANTHROPIC_BASE}/v1/messages", body))
+    return _captured("anthropic_messages_slow", _request(f"{ANTHROPIC_BASE}/v1/messages", body))
+
+
+def _captured(name: str, request: Request) -> Interaction:
+    """A capture of tests/corpus as the SDK's request would have recorded it."""
+    return dataclasses.replace(capture(name), request=request, labels={"source": f"{name}.timing.txt"})
 
 
 # --------------------------------------------------------------------------
@@ -492,8 +407,6 @@ def all_recordings() -> list[Interaction]:
 def close_delimited(ix: Interaction) -> Interaction:
     """The same recording as a close-delimited body (no Transfer-Encoding, the end is the close),
     as HTTP/1.0-style servers and some proxies send streams."""
-    import dataclasses
-
     assert ix.response is not None
     headers = tuple((k, v) for k, v in ix.response.headers if k.lower() not in ("transfer-encoding", "connection"))
     resp = dataclasses.replace(ix.response, framing="close-delimited", headers=(*headers, ("Connection", "close")))
@@ -502,8 +415,6 @@ def close_delimited(ix: Interaction) -> Interaction:
 
 def crlf(ix: Interaction) -> Interaction:
     """The same recording with CRLF line endings (as some SSE servers write them)."""
-    import dataclasses
-
     assert ix.response is not None
     chunks = tuple(Chunk(c.at_ns, c.data.replace(b"\n", b"\r\n")) for c in ix.response.chunks)
     resp = dataclasses.replace(ix.response, chunks=chunks)
@@ -512,8 +423,6 @@ def crlf(ix: Interaction) -> Interaction:
 
 def upstream_closed(ix: Interaction) -> Interaction:
     """The recording as if the upstream had closed halfway (outcome ``upstream_closed``)."""
-    import dataclasses
-
     assert ix.response is not None
     keep = ix.response.chunks[: len(ix.response.chunks) // 2]
     resp = dataclasses.replace(ix.response, chunks=keep)

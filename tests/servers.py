@@ -1,4 +1,5 @@
-"""Real HTTP/1.1 upstream servers on 127.0.0.1 for the tests, with real servers' quirks.
+"""Real HTTP/1.1 peers on 127.0.0.1 for the tests: upstream servers with real servers' quirks,
+and a raw client that sees every chunk.
 
 Each server is a plain socket server (one thread per connection) driven by
 handlers that write exactly the bytes they are told, when they are told:
@@ -21,8 +22,10 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+from tests.builders import CHAT_BODY
 
 
 @dataclass
@@ -62,7 +65,8 @@ class Conn:
         self.sock.close()
 
 
-Handler = Callable[[Received, Conn], None]
+Handler = Callable[[Received, Conn], str | None]
+"""Writes one response; returns "close" to close the connection after it."""
 
 
 @dataclass
@@ -147,34 +151,6 @@ SSE_HEADERS = [
     ("Cache-Control", "no-cache"),
     ("Transfer-Encoding", "chunked"),
 ]
-
-
-def chat_chunk(content: str | None = None, *, role: str | None = None, finish: str | None = None) -> dict:
-    delta: dict = {}
-    if role:
-        delta["role"] = role
-    if content is not None:
-        delta["content"] = content
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion.chunk",
-        "created": 1786000000,
-        "model": "test-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
-def sse_data(obj: dict | str) -> bytes:
-    payload = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
-    return f"data: {payload}\n\n".encode()
-
-
-def chat_events(words: Iterable[str]) -> list[bytes]:
-    """A whole OpenAI chat stream: role chunk, one event per word, finish, [DONE]."""
-    events = [sse_data(chat_chunk("", role="assistant"))]
-    events += [sse_data(chat_chunk(w)) for w in words]
-    events += [sse_data(chat_chunk(finish="stop")), sse_data("[DONE]")]
-    return events
 
 
 def sse_events(events: Sequence[bytes], gap: float = 0.0, headers: Sequence[tuple[str, str]] = SSE_HEADERS) -> Handler:
@@ -287,10 +263,17 @@ def close_delimited(pieces: Sequence[bytes], gap: float = 0.0, ctype: str = "tex
     return handle
 
 
-def free_port() -> int:
+@contextlib.contextmanager
+def refused_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port that refuses connections for as long as the block runs.
+
+    The socket is bound and never listens: a connection attempt gets a TCP RST
+    (connection refused), and no other process can take the port meanwhile, as
+    it could between closing a probe socket and using its number.
+    """
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.bind((host, 0))
+        yield s.getsockname()[1]
 
 
 def self_signed_tls(host: str = "127.0.0.1") -> ssl.SSLContext:
@@ -324,3 +307,112 @@ def self_signed_tls(host: str = "127.0.0.1") -> ssl.SSLContext:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(f.name)
     return ctx
+
+
+# ---------------------------------------------------------------------------
+# A raw HTTP/1.1 client that sees the wire: every chunk, timestamped.
+
+
+@dataclass
+class Raw:
+    """A response as it came off the socket: the chunks of a chunked body as sent."""
+
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    chunks: list[tuple[int, bytes]] = field(default_factory=list)  # (arrival ns after send, data)
+    ending: str = ""  # "complete" | "eof" (closed without finishing) | "reset"
+    head_at: int = 0
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(d for _, d in self.chunks)
+
+
+class _Sock:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+        self.t = 0
+
+    def fill(self) -> bool:
+        data = self.sock.recv(65536)
+        self.t = time.perf_counter_ns()
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def until(self, sep: bytes) -> bytes | None:
+        while sep not in self.buf:
+            if not self.fill():
+                return None
+        out, _, self.buf = self.buf.partition(sep)
+        return out
+
+    def exactly(self, n: int) -> bytes | None:
+        while len(self.buf) < n:
+            if not self.fill():
+                return None
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def raw_request(url: str, path: str = "/v1/chat/completions", body: dict[str, object] | None = None,
+                headers: dict[str, str] | None = None, method: str = "POST",
+                timeout: float = 10, proxy: bool = False) -> Raw:
+    """One request on a fresh socket (body default :data:`tests.builders.CHAT_BODY`);
+    the response parsed by hand, chunk by chunk. ``proxy``: an absolute-form target,
+    as a client sends it to an HTTP proxy."""
+    host, port = url.removeprefix("http://").split(":")
+    payload = json.dumps(CHAT_BODY if body is None else body).encode() if method == "POST" else b""
+    target = f"http://llm.test{path}" if proxy else path
+    lines = [f"{method} {target} HTTP/1.1", "Host: llm.test", "Connection: close"]
+    if payload:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        r = _Sock(s)
+        t0 = time.perf_counter_ns()
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        try:
+            head = r.until(b"\r\n\r\n")
+            assert head is not None, "no response head"
+            status_line, *hlines = head.decode("latin-1").split("\r\n")
+            _, status, reason = ([*status_line.split(" ", 2), ""])[:3]
+            hdrs = [(k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in hlines)]
+            out = Raw(int(status), reason, hdrs, head_at=r.t - t0)
+            te = out.header("transfer-encoding")
+            if te == "chunked":
+                while True:
+                    size_line = r.until(b"\r\n")
+                    if size_line is None:
+                        out.ending = "eof"
+                        return out
+                    size = int(size_line, 16)
+                    data = r.exactly(size + 2)
+                    if data is None:
+                        out.ending = "eof"
+                        return out
+                    if size == 0:
+                        out.ending = "complete"
+                        return out
+                    out.chunks.append((r.t - t0, data[:-2]))
+            length = out.header("content-length")
+            while True:
+                if length is not None and sum(len(d) for _, d in out.chunks) >= int(length):
+                    out.ending = "complete"
+                    return out
+                if r.buf:
+                    out.chunks.append((r.t - t0, r.buf))
+                    r.buf = b""
+                    continue
+                if not r.fill():
+                    out.ending = "eof" if length is not None else "complete"
+                    return out
+        except ConnectionResetError:
+            out.ending = "reset"
+            return out

@@ -3,23 +3,19 @@ upstreams on 127.0.0.1, compared on meaning, timing and wire framing; gates; bad
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import pty
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
 
 import streamtape
-from streamtape import Chunk, Interaction, Request, Response
-from streamtape.cli import main
+from streamtape import Interaction
 from streamtape.diff import (
     GateError,
     body_key,
@@ -33,195 +29,12 @@ from streamtape.diff import (
     word_diff,
 )
 from streamtape.errors import OptionError
+from streamtape.serve import ReplayServer
+from tests.builders import MS, chat_events, interaction
+from tests.diff_backends import HELLO, TEXT, one, rechunk
+from tests.fixtures_sdk import openai_chat
 from tests.recording import STREAMTAPE, recording
-from tests.servers import SSE_HEADERS, Conn, Received, ScriptedServer, chat_chunk
-
-# ---------------------------------------------------------------------------
-# The scripted backends. One upstream answers every scenario; the scenario is
-# picked by the X-Scenario request header (headers never take part in pairing).
-
-WORDS = ["Hello", " there", ",", " wörld", " & <friends>", "!"]
-TEXT = "".join(WORDS)
-HELLO_BODY = {"model": "m", "messages": [{"role": "user", "content": "Say hello"}], "stream": True}
-TOOLS_BODY = {
-    "model": "m",
-    "messages": [{"role": "user", "content": "Weather in Paris?"}],
-    "tools": [{"type": "function", "function": {"name": "get_weather"}}],
-    "stream": True,
-}
-OLLAMA_BODY = {"model": "llama3.1", "messages": [{"role": "user", "content": "Say hello"}], "stream": True}
-
-
-def sse(obj: dict | str) -> bytes:
-    """One SSE event with UTF-8 JSON (as vLLM and llama.cpp send it, not \\u-escaped)."""
-    payload = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    return f"data: {payload}\n\n".encode()
-
-
-def openai_events(words: list[str], finish: str = "stop") -> list[bytes]:
-    return [
-        sse(chat_chunk("", role="assistant")),
-        *(sse(chat_chunk(w)) for w in words),
-        sse(chat_chunk(finish=finish)),
-        sse("[DONE]"),
-    ]
-
-
-def tool_events(call_id: str, fragments: list[str]) -> list[bytes]:
-    def tc(delta: dict, finish: str | None = None) -> bytes:
-        return sse(
-            {
-                "id": "chatcmpl-tools",
-                "object": "chat.completion.chunk",
-                "model": "test-model",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
-        )
-
-    first = {"index": 0, "id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": ""}}
-    return [
-        tc({"role": "assistant", "content": None, "tool_calls": [first]}),
-        *(tc({"tool_calls": [{"index": 0, "function": {"arguments": f}}]}) for f in fragments),
-        tc({}, "tool_calls"),
-        sse("[DONE]"),
-    ]
-
-
-def ollama_lines(words: list[str]) -> list[bytes]:
-    lines = [
-        {"model": "llama3.1", "created_at": "2026-08-11T09:00:00Z", "message": {"role": "assistant", "content": w}, "done": False}
-        for w in words
-    ]
-    lines.append(
-        {
-            "model": "llama3.1",
-            "created_at": "2026-08-11T09:00:01Z",
-            "message": {"role": "assistant", "content": ""},
-            "done": True,
-            "done_reason": "stop",
-            "total_duration": 1290000000,
-            "prompt_eval_count": 7,
-            "eval_count": 6,
-        }
-    )
-    return [json.dumps(x, ensure_ascii=False).encode() + b"\n" for x in lines]
-
-
-def rechunk(data: bytes, size: int) -> list[bytes]:
-    """Pieces of ``size`` bytes, plus one boundary inside the first "ö" (a cut character)."""
-    cut = data.index("ö".encode()) + 1
-    bounds = sorted({0, *range(size, len(data), size), cut, len(data)})
-    return [data[x:y] for x, y in itertools.pairwise(bounds)]
-
-
-def write_chunks(pieces: list[bytes], *, gap: float, headers=SSE_HEADERS, first_delay: float = 0.0):
-    def handle(req: Received, c: Conn) -> None:
-        c.head(200, [*headers, ("Date", "Mon, 30 Nov 2026 12:00:00 GMT"), ("X-Request-Id", req.path + str(id(req)))])
-        if first_delay:
-            c.sleep(first_delay)
-        for i, p in enumerate(pieces):
-            if i and gap:
-                c.sleep(gap)
-            c.chunk(p)
-        c.end_chunks()
-
-    return handle
-
-
-HELLO = openai_events(WORDS)
-NDJSON_HEADERS = [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")]
-
-# name: (path, request body as sent, handler)
-SCENARIOS: dict[str, tuple[str, bytes, Callable]] = {
-    "hello": ("/v1/chat/completions", json.dumps(HELLO_BODY).encode(), write_chunks(HELLO, gap=0.01)),
-    # The same bytes in 61-byte pieces: events cut mid-way, "ö" cut in two. The request
-    # body is the same JSON with other key order and spacing.
-    "hello_rechunked": (
-        "/v1/chat/completions",
-        json.dumps(dict(reversed(HELLO_BODY.items())), indent=2).encode(),
-        write_chunks(rechunk(b"".join(HELLO), 61), gap=0.004, headers=[*SSE_HEADERS, ("X-Served-By", "gateway")]),
-    ),
-    "hello_moon": (
-        "/v1/chat/completions",
-        json.dumps(HELLO_BODY).encode(),
-        write_chunks(openai_events(["Hello", " there", ",", " moon", "!"]), gap=0.01),
-    ),
-    "hello_length": (
-        "/v1/chat/completions",
-        json.dumps(HELLO_BODY).encode(),
-        write_chunks(openai_events(WORDS, finish="length"), gap=0.01),
-    ),
-    "hello_slow": (
-        "/v1/chat/completions",
-        json.dumps(HELLO_BODY).encode(),
-        write_chunks(HELLO, gap=0.01, first_delay=0.3),
-    ),
-    "tools": (
-        "/v1/chat/completions",
-        json.dumps(TOOLS_BODY).encode(),
-        write_chunks(tool_events("call_1", ['{"city": "Par', 'is", "unit": "cel', 'sius", "days": 2}']), gap=0.01),
-    ),
-    "tools_reordered": (
-        "/v1/chat/completions",
-        json.dumps(dict(reversed(TOOLS_BODY.items()))).encode(),
-        write_chunks(tool_events("call_xyz", ['{"days":2,', '"unit":"celsius","city":"Paris"}']), gap=0.01),
-    ),
-    "tools_other_city": (
-        "/v1/chat/completions",
-        json.dumps(TOOLS_BODY).encode(),
-        write_chunks(tool_events("call_2", ['{"city": "Lyon", "unit": "celsius", "days": 2}']), gap=0.01),
-    ),
-    "hello_error": (
-        "/v1/chat/completions",
-        json.dumps(HELLO_BODY).encode(),
-        write_chunks([*HELLO[:3], sse({"error": {"message": "model overloaded", "type": "server_error"}})], gap=0.01),
-    ),
-    "ollama": ("/api/chat", json.dumps(OLLAMA_BODY).encode(), write_chunks(ollama_lines(WORDS), gap=0.01, headers=NDJSON_HEADERS)),
-}
-
-
-def scripted(req: Received, c: Conn):
-    name = next(v for k, v in req.headers if k.lower() == "x-scenario")
-    return SCENARIOS[name][2](req, c)
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every scenario recorded once through ``streamtape record``; one cassette each."""
-    folder = tmp_path_factory.mktemp("diff")
-    everything = folder / "all.tape"
-    with ScriptedServer({"*": scripted}) as up, recording(everything, upstream=up.url) as rec:
-        with httpx.Client(timeout=10) as client:
-            for name, (path, body, _) in SCENARIOS.items():
-                headers = {"Content-Type": "application/json", "X-Scenario": name}
-                with client.stream("POST", rec.url + path, content=body, headers=headers) as r:
-                    assert r.status_code == 200
-                    r.read()
-        rec.wait_lines(len(SCENARIOS))
-    cas = streamtape.load(everything)
-    assert len(cas) == len(SCENARIOS)
-    out = {}
-    for ix in cas:
-        name = ix.request.header("x-scenario")
-        assert ix.outcome == "complete", (name, ix.error)
-        out[name] = folder / f"{name}.tape"
-        streamtape.save(out[name], [ix])
-    return out
-
-
-def one(path: Path) -> Interaction:
-    (ix,) = streamtape.load(path)
-    return ix
-
-
-def run(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The real CLI entry point in-process: exit status, stdout, stderr."""
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), out, err
-
+from tests.recording import run_main as run
 
 # ---------------------------------------------------------------------------
 # Recorded pairs through the CLI
@@ -502,9 +315,6 @@ def test_real_llama_server_stream_behind_a_distorting_gateway_keeps_its_meaning(
     splits every character, adds keep-alive comments and runs twice as fast, recorded
     through ``streamtape record``: diff says same meaning, names the wire changes and
     the timing ratio."""
-    from streamtape.serve import ReplayServer
-    from tests.fixtures_sdk import openai_chat
-
     original = openai_chat()
     direct, gateway = tmp_path / "direct.tape", tmp_path / "gateway.tape"
     streamtape.save(direct, [original])
@@ -594,11 +404,8 @@ def test_a_gate_that_cannot_be_checked_fails_and_says_why() -> None:
 
 
 def _ix(path: str, body: dict | bytes, text: str = "hi", method: str = "POST") -> Interaction:
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    events = openai_events([text])
-    chunks = tuple(Chunk(1_000_000 * (i + 1), e) for i, e in enumerate(events))
-    resp = Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), chunks=chunks)
-    return Interaction(Request(method, "http://127.0.0.1:9" + path, body=raw), resp, end_ns=chunks[-1].at_ns + 1)
+    return interaction(chat_events([text]), first_ns=MS, gap_ns=MS, head_ns=0, framing_header=False,
+                       method=method, url="http://127.0.0.1:9" + path, request_headers=(), body=body)
 
 
 def test_pairing_uses_method_path_and_body_as_data_then_ignores_model_then_lists_leftovers() -> None:

@@ -1,7 +1,7 @@
 """``streamtape diff --html``: the page opened in real headless Chromium, and its SVG timelines.
 
 The pairs are recorded through ``streamtape record`` from scripted upstreams on
-127.0.0.1 (the ``recorded`` fixture of tests/test_diff.py). Screenshots are
+127.0.0.1 (the ``recorded`` fixture of tests/conftest.py). Screenshots are
 kept under ``test-artifacts/`` (gitignored).
 """
 
@@ -20,7 +20,8 @@ import streamtape
 from streamtape.cassette import Chunk
 from streamtape.diff import compare, diff_many, render_html
 from streamtape.diff.html import piece_text
-from tests.test_diff import one, recorded, run  # noqa: F401  (recorded is a fixture)
+from tests.diff_backends import one
+from tests.recording import run_main as run
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -110,7 +111,7 @@ def parse(html_text: str) -> Dom:
 @needs_chromium
 @pytest.mark.slow
 @pytest.mark.parametrize(("a", "b"), [("hello", "ollama"), ("hello", "hello_rechunked")])
-def test_page_renders_in_chromium_with_two_timelines_and_one_tick_per_piece(recorded, tmp_path, capsys, a, b) -> None:  # noqa: F811
+def test_page_renders_in_chromium_with_two_timelines_and_one_tick_per_piece(recorded, tmp_path, capsys, a, b) -> None:
     page = tmp_path / f"{a}-vs-{b}.html"
     code, _, err = run("diff", recorded[a], recorded[b], "--html", page, capsys=capsys)
     assert code == 0, err
@@ -144,7 +145,7 @@ def test_page_renders_in_chromium_with_two_timelines_and_one_tick_per_piece(reco
     assert len(data) > 30_000  # a blank 1400x1000 page is a few KB
 
 
-def test_page_is_self_contained(recorded, tmp_path, capsys) -> None:  # noqa: F811
+def test_page_is_self_contained(recorded, tmp_path, capsys) -> None:
     a, b = tmp_path / "a.tape", tmp_path / "b.tape"
     streamtape.save(a, [one(recorded["hello"]), one(recorded["tools"])])
     streamtape.save(b, [one(recorded["tools_reordered"]), one(recorded["hello_moon"])])
@@ -160,7 +161,7 @@ def test_page_is_self_contained(recorded, tmp_path, capsys) -> None:  # noqa: F8
     assert "default-src 'none'" in text  # and the browser would refuse a fetch anyway
 
 
-def test_both_timelines_share_one_time_axis(recorded) -> None:  # noqa: F811
+def test_both_timelines_share_one_time_axis(recorded) -> None:
     a, b = one(recorded["hello"]), one(recorded["hello_slow"])
     dom = parse(render_html(compare(a, b)))
     (svg,) = dom.svgs
@@ -177,7 +178,7 @@ def test_both_timelines_share_one_time_axis(recorded) -> None:  # noqa: F811
     assert first_b - first_a > width * 0.25e9 / t_max
 
 
-def test_tick_height_grows_with_piece_size(recorded) -> None:  # noqa: F811
+def test_tick_height_grows_with_piece_size(recorded) -> None:
     a = one(recorded["hello"])
     big = a.chunks[1]
     b = streamtape.Interaction(
@@ -205,7 +206,7 @@ def test_hover_text_escapes_control_bytes_and_invalid_utf8_and_html() -> None:
     assert long.startswith("x" * 10) and "990 more bytes" in long
 
 
-def test_whole_cassette_page_has_a_section_per_pair_and_lists_unpaired(recorded) -> None:  # noqa: F811
+def test_whole_cassette_page_has_a_section_per_pair_and_lists_unpaired(recorded) -> None:
     a = [one(recorded["hello"]), one(recorded["tools"])]
     b = [one(recorded["tools_reordered"]), one(recorded["ollama"]), one(recorded["hello_rechunked"])]
     html_text = render_html(diff_many(a, b, name_a="a.tape", name_b="b.tape"))
@@ -216,7 +217,7 @@ def test_whole_cassette_page_has_a_section_per_pair_and_lists_unpaired(recorded)
     assert html_text.count('<a href="#pair-') == 2
 
 
-def test_a_side_without_response_draws_an_empty_timeline_that_says_why(recorded) -> None:  # noqa: F811
+def test_a_side_without_response_draws_an_empty_timeline_that_says_why(recorded) -> None:
     ok = one(recorded["hello"])
     refused = replace(ok, response=None, outcome="upstream_error", error="connection refused", end_ns=5)
     html_text = render_html(compare(ok, refused))

@@ -7,14 +7,11 @@ upstream (tests/servers.py) for requests no recording answers.
 from __future__ import annotations
 
 import itertools
-import os
-import re
 import signal
 import ssl
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +19,9 @@ import httpx
 import pytest
 
 import streamtape
-from tests.servers import ScriptedServer, content_length, free_port
-from tests.test_serve import CHAT_BODY, EVENTS, MS, WORDS, chat_ix, raw_request
+from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
+from tests.recording import STREAMTAPE, start_listening
+from tests.servers import ScriptedServer, content_length, raw_request
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -45,19 +43,11 @@ def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _start_serve(tape: Path, confdir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
-         "--confdir", str(confdir), *extra, str(tape)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    """``streamtape serve --proxy --port 0`` running, and the proxy URL it reports."""
+    return start_listening(
+        [*STREAMTAPE, "serve", "--proxy", "--port", "0", "--confdir", str(confdir), *extra, str(tape)],
+        r"replay proxy on (\S+?:\d+)",
     )
-    assert proc.stderr is not None
-    first = proc.stderr.readline()
-    m = re.search(r"replay proxy on (127\.0\.0\.1:\d+)", first)
-    if not m:
-        proc.kill()
-        pytest.fail(first + proc.stderr.read())
-    return proc, "http://" + m.group(1)
 
 
 def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
@@ -153,26 +143,17 @@ def test_refuse_unmatched_answers_404_naming_the_closest(tape: Path, confdir: Pa
 
 
 def test_mitmdump_script_replays_from_the_cassette(tape: Path, confdir: Path) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--listen-port", str(port),
+    proc, url = start_listening(
+        [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--listen-port", "0",
          "--set", f"confdir={confdir}", "-s", str(ROOT / "addons" / "replay.py"),
          "--set", f"streamtape_cassette={tape}", "--set", "streamtape_profile=instant",
          "--set", "streamtape_unmatched=refuse"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        r"listening at (\S+?:\d+)", merge_stderr=True,
     )
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                r = raw_request(f"http://127.0.0.1:{port}", proxy=True, timeout=5)
-                break
-            except (ConnectionRefusedError, AssertionError):
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        r = raw_request(url, proxy=True, timeout=5)
         assert [d for _, d in r.chunks] == EVENTS
-        with httpx.Client(proxy=f"http://127.0.0.1:{port}") as client:
+        with httpx.Client(proxy=url) as client:
             assert client.get("http://llm.test/other").status_code == 404
     finally:
         proc.send_signal(signal.SIGINT)
@@ -203,7 +184,7 @@ def test_mitmdump_stops_loudly_on_a_bad_option(tape: Path, option: str, message:
 
 def test_serve_proxy_bad_profile_is_one_line(tape: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
+        [*STREAMTAPE, "serve", "--proxy", "--port", "0",
          "--profile", "latency=warp", str(tape)],
         capture_output=True, text=True, timeout=30, cwd=ROOT,
     )

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import streamtape
-from tests.test_transport import EVENTS, sse_ix
+from tests.builders import CHAT_BODY, EVENTS, chat_ix
 
 pytest_plugins = ["pytester"]
 
@@ -24,15 +24,15 @@ def _plugin_args() -> list[str]:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A test project with ``cassettes/chat.tape`` (a four-event SSE chat stream)."""
+    """A test project with ``cassettes/chat.tape`` (the chat stream of tests/builders.py, 5 ms a piece)."""
     (pytester.path / "cassettes").mkdir()
-    streamtape.save(pytester.path / "cassettes" / "chat.tape", [sse_ix(gap_ms=5)])
+    streamtape.save(pytester.path / "cassettes" / "chat.tape", [chat_ix(5)])
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(
         helpers=f"""
         EVENTS = {EVENTS!r}
         URL = "http://llm.test/v1/chat/completions"
-        BODY = {{"model": "m", "stream": True, "messages": [{{"role": "user", "content": "hi"}}]}}
+        BODY = {CHAT_BODY!r}
         """
     )
     return pytester

@@ -10,32 +10,39 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 import streamtape
-from tests.recording import STREAMTAPE, recording
+from streamtape import Cassette, CassetteError
+from tests.builders import chat_events, sse, wait_until
+from tests.recording import STREAMTAPE, recording, start_listening
 from tests.servers import (
     ScriptedServer,
-    chat_events,
     close_delimited,
     close_mid_stream,
     content_length,
-    free_port,
     gzip_sse,
     ndjson_lines,
+    refused_port,
     self_signed_tls,
     split_writes,
-    sse_data,
     sse_events,
 )
 
 pytestmark = pytest.mark.slow
 
-TWENTY = [sse_data({"i": i, "text": f"token{i}"}) for i in range(20)]
+TWENTY = [sse({"i": i, "text": f"token{i}"}) for i in range(20)]
+
+
+def on_disk(path: Path) -> Cassette | None:
+    """The cassette as far as the recorder has written it (None before its header is there)."""
+    try:
+        return streamtape.load(path)
+    except CassetteError:
+        return None
 
 
 def stream_raw(url: str, method: str = "POST", **kw) -> tuple[int, list[bytes]]:
@@ -189,7 +196,7 @@ def test_client_disconnect_is_recorded_with_the_pieces_so_far(tmp_path: Path) ->
 def test_secrets_in_headers_query_and_cookies_never_reach_the_file(tmp_path: Path) -> None:
     def handler(req, c):
         c.head(200, [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked"), ("Set-Cookie", "session=cookie-secret-3")])
-        c.chunk(sse_data({"ok": True}))
+        c.chunk(sse({"ok": True}))
         c.end_chunks()
 
     with ScriptedServer({"/v1/chat/completions": handler}) as up:
@@ -236,9 +243,9 @@ def test_filter_expression_limits_what_is_recorded_and_labels_are_stored(tmp_pat
 
 
 def test_refused_upstream_gives_the_client_a_502_and_the_recorder_keeps_running(tmp_path: Path) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "x.tape"
-    with ScriptedServer({"/ok": sse_events(TWENTY[:2])}) as up, recording(out, upstream=dead) as rec:
+    with refused_port() as port, ScriptedServer({"/ok": sse_events(TWENTY[:2])}) as up, \
+            recording(out, upstream=f"http://127.0.0.1:{port}") as rec:
         r = httpx.get(rec.url + "/v1/models", timeout=10)
         assert r.status_code == 502
         assert r.text.strip()  # a readable body, not an empty one
@@ -283,7 +290,13 @@ def test_sigkill_leaves_every_finished_interaction_readable_and_marks_the_unfini
                 it = r.iter_raw()
                 for _ in range(4):
                     next(it)
-                time.sleep(1.3)  # > the recorder's longest hand-off delay of pieces to disk (1 s)
+
+                def four_pieces_in() -> bool:
+                    # Pieces reach the disk up to 1 s after they arrive (the writer batches them).
+                    cas = on_disk(out)
+                    return cas is not None and len(cas) == 4 and len(cas[3].chunks) >= 4
+
+                wait_until(four_pieces_in)
                 rec.proc.kill()
                 rec.proc.wait()
     cas = streamtape.load(out)
@@ -296,23 +309,15 @@ def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
     mitmdump = Path(sys.executable).parent / "mitmdump"
     addon = Path(__file__).parents[1] / "addons" / "record.py"
     out = tmp_path / "m.tape"
-    port = free_port()
     with ScriptedServer({"/s": sse_events(TWENTY[:6], gap=0.01)}) as up:
-        proc = subprocess.Popen(
-            [str(mitmdump), "-q", "-s", str(addon), "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1",
-             "-p", str(port), "--set", f"streamtape_out={out}", "--set", "streamtape_label=via=mitmdump"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        proc, url = start_listening(
+            [str(mitmdump), "-s", str(addon), "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1",
+             "-p", "0", "--set", f"streamtape_out={out}", "--set", "streamtape_label=via=mitmdump"],
+            r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
         )
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            _, got = stream_raw(f"http://127.0.0.1:{port}/s", "GET")
-            time.sleep(0.3)
+            _, got = stream_raw(url + "/s", "GET")
+            wait_until(lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].outcome == "complete")
         finally:
             proc.send_signal(signal.SIGINT)
             proc.communicate(timeout=20)

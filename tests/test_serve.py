@@ -7,27 +7,25 @@ with httpx and the openai SDK.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-import os
 import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 
 import streamtape
-from streamtape import Chunk, Interaction, Request, Response
 from streamtape.serve import ReplayServer
 from streamtape.wire import frame, response_head
 from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, async_wait_until, chat_ix, wait_until
+from tests.recording import STREAMTAPE, start_listening
 from tests.servers import raw_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -297,20 +295,17 @@ def test_openai_sdk_assembles_the_recorded_text_over_the_server(served: ReplaySe
 
 
 async def test_async_use_and_close_with_streams_in_flight() -> None:
-    import asyncio
-
     srv = ReplayServer([chat_ix(200)], log=lambda _: None)
     await srv.start()
-    streaming: list[bytes] = []  # the first piece of each stream, once it has arrived
+    streaming: set[int] = set()  # the streams whose first piece has arrived
     async with httpx.AsyncClient() as client:
-        async def fetch() -> None:
+        async def fetch(n: int) -> None:
             async with client.stream("POST", srv.url + "/v1/chat/completions",
                                      json=CHAT_BODY) as r:
-                async for piece in r.aiter_raw():
-                    if len(streaming) < 5:
-                        streaming.append(piece)
+                async for _ in r.aiter_raw():
+                    streaming.add(n)
 
-        tasks = [asyncio.create_task(fetch()) for _ in range(5)]
+        tasks = [asyncio.create_task(fetch(n)) for n in range(5)]
         await async_wait_until(lambda: len(streaming) == 5)
         await srv.close()
         results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -339,7 +334,7 @@ def test_folder_of_cassettes_ignore_field_and_strict(tmp_path: Path, lines: list
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "streamtape.cli", *args]
+    return [*STREAMTAPE, *args]
 
 
 @pytest.fixture
@@ -350,13 +345,8 @@ def tape(tmp_path: Path) -> Path:
 
 
 def _start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.stderr is not None
-    first = proc.stderr.readline()
-    assert "http://127.0.0.1:" in first, first + proc.stderr.read()
-    url = "http://" + first.split("http://")[1].split()[0]
-    return proc, url
+    """``streamtape serve --port 0 ...`` running, and the URL it says it serves on."""
+    return start_listening(args, r"on http://(\S+?:\d+)")
 
 
 @pytest.mark.slow
