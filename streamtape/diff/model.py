@@ -126,9 +126,9 @@ class Meaning:
     usage: tuple[Check, ...]
     ignored: frozenset[Category] = frozenset()
 
-    def category_same(self, name: Category | str) -> bool:
+    def category_same(self, name: Category) -> bool:
         """Whether one category agrees, ignored or not."""
-        match Category(name):
+        match name:
             case Category.TEXT:
                 return self.text.same
             case Category.TOOLS:

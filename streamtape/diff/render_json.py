@@ -8,7 +8,7 @@ parses with any JSON reader, not only Python's.
 from __future__ import annotations
 
 from ..fmt import jsonable
-from .model import CassetteDiff, Check, DiffReport, Meaning, Side
+from .model import CassetteDiff, Category, Check, DiffReport, Meaning, Side
 
 
 def _side_json(s: Side) -> dict[str, object]:
@@ -49,7 +49,7 @@ def _meaning_json(m: Meaning) -> dict[str, object]:
             "word_diff": [list(w) for w in m.text.words],
         },
         "tool_calls": {
-            "same": m.category_same("tools"),
+            "same": m.category_same(Category.TOOLS),
             "calls": [
                 {
                     "position": t.position,
@@ -64,11 +64,11 @@ def _meaning_json(m: Meaning) -> dict[str, object]:
             ],
         },
         "finish": {
-            "same": m.category_same("finish"),
+            "same": m.category_same(Category.FINISH),
             "checks": [_check_json(c) for c in m.finish],
         },
         "usage": {
-            "same": m.category_same("usage"),
+            "same": m.category_same(Category.USAGE),
             "checks": [_check_json(c) for c in m.usage],
         },
     }
