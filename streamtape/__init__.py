@@ -1,45 +1,73 @@
-"""streamtape: record, replay and compare streaming LLM responses."""
+"""streamtape: record, replay and compare streaming LLM responses.
+
+The public surface: cassette values and files (:class:`Cassette`,
+:class:`Interaction`, :class:`Request`, :class:`Response`, :class:`Piece`,
+:class:`Outcome`, :func:`load`, :func:`save`); replay profiles
+(:class:`Profile`, :func:`parse_profile`); replayers (:class:`ReplayTransport`,
+:class:`AsyncReplayTransport`, :class:`ReplayAdapter`, :class:`ReplayServer`);
+and every exception a public function raises (see :mod:`streamtape.errors`).
+:mod:`streamtape.shapes` (parsers, :func:`~streamtape.shapes.analyze`) is
+public too.
+"""
+
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from .cassette import Cassette, Chunk, Interaction, Request, Response, load, save
+from .cassette import Cassette, Chunk, Interaction, Outcome, Piece, Request, Response, load, save
 from .errors import (
     CassetteError,
+    GateError,
     NoMatchError,
     OptionError,
     ProfileError,
+    ShapeError,
     StreamtapeError,
     UpstreamError,
 )
+
+if TYPE_CHECKING:
+    from .profiles import Profile, parse_profile
+    from .serve import ReplayServer
+    from .transport import AsyncReplayTransport, ReplayAdapter, ReplayTransport
 
 __all__ = [
     "AsyncReplayTransport",
     "Cassette",
     "CassetteError",
     "Chunk",
+    "GateError",
     "Interaction",
     "NoMatchError",
     "OptionError",
+    "Outcome",
+    "Piece",
+    "Profile",
     "ProfileError",
     "ReplayAdapter",
     "ReplayServer",
     "ReplayTransport",
     "Request",
     "Response",
+    "ShapeError",
     "StreamtapeError",
     "UpstreamError",
     "__version__",
     "load",
+    "parse_profile",
     "save",
 ]
 
-# Replay (streamtape.transport, streamtape.serve): loaded on first use so that
-# `import streamtape` stays light (no httpx / requests / asyncio server import).
+# Replay and profiles (streamtape.transport, .serve, .profiles): loaded on
+# first use so that `import streamtape` stays light (no httpx / requests /
+# asyncio server, no stream shapes: profiles alone nearly double the import time).
 _LAZY = {
     "ReplayTransport": "transport",
     "AsyncReplayTransport": "transport",
     "ReplayAdapter": "transport",
     "ReplayServer": "serve",
+    "Profile": "profiles",
+    "parse_profile": "profiles",
 }
 
 
