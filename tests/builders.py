@@ -105,7 +105,7 @@ def framing_headers(framing: Framing | str, pieces: Sequence[bytes]) -> Headers:
 def interaction(
     pieces: Sequence[bytes],
     *,
-    at_ns: Sequence[int] | None = None,
+    times: Sequence[int] | None = None,
     first_ns: int = 20 * MS,
     gap_ns: int = 10 * MS,
     head_ns: int = 5 * MS,
@@ -113,7 +113,7 @@ def interaction(
     status: int = 200,
     reason: str = "OK",
     content_type: str | None = "text/event-stream",
-    headers: Headers = (),
+    extra_headers: Headers = (),
     framing: Framing | str = Framing.CHUNKED,
     framing_header: bool = True,
     outcome: Outcome | str = Outcome.COMPLETE,
@@ -126,17 +126,17 @@ def interaction(
 ) -> Interaction:
     """A recorded interaction whose response body is ``pieces``, one recorded piece each.
 
-    Piece ``i`` arrived at ``at_ns[i]``, or by default at ``first_ns + i * gap_ns``;
+    Piece ``i`` arrived at ``times[i]``, or by default at ``first_ns + i * gap_ns``;
     the head at ``head_ns``; the stream ended at ``end_ns``, by default 1 ms after
-    the last piece. The response headers are Content-Type, then ``headers``, then
+    the last piece. The response headers are Content-Type, then ``extra_headers``, then
     the framing's own header (unless ``framing_header`` is false). ``body`` is the
     request body: bytes as they are, anything else as JSON.
     """
-    times = list(at_ns) if at_ns is not None else [first_ns + i * gap_ns for i in range(len(pieces))]
-    recorded = tuple(Piece(t, p) for t, p in zip(times, pieces, strict=True))
+    at_ns = list(times) if times is not None else [first_ns + i * gap_ns for i in range(len(pieces))]
+    recorded = tuple(Piece(t, p) for t, p in zip(at_ns, pieces, strict=True))
     response_headers: Headers = (
         *((("Content-Type", content_type),) if content_type else ()),
-        *headers,
+        *extra_headers,
         *(framing_headers(framing, pieces) if framing_header else ()),
     )
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -145,7 +145,7 @@ def interaction(
         Response(status, reason, headers=response_headers, framing=framing, pieces=recorded, headers_at_ns=head_ns),
         outcome=outcome,
         error=error,
-        end_ns=end_ns if end_ns is not None else (times[-1] if times else head_ns) + MS,
+        end_ns=end_ns if end_ns is not None else (at_ns[-1] if at_ns else head_ns) + MS,
         labels=labels or {},
     )
 
@@ -177,7 +177,7 @@ def chat_ix(
         first_ns=gap_ms * MS,
         gap_ns=gap_ms * MS,
         head_ns=gap_ms * MS // 2,
-        headers=(("Cache-Control", "no-cache"), *extra_headers),
+        extra_headers=(("Cache-Control", "no-cache"), *extra_headers),
         framing=framing,
         outcome=outcome,
         url=CHAT_URL,

@@ -11,8 +11,8 @@ import pytest
 
 from streamtape import clock
 from streamtape.clock import sleep_until, sleep_until_sync
+from tests.builders import MS
 
-MS = 1_000_000
 now = time.perf_counter_ns
 
 

@@ -23,48 +23,15 @@ from streamtape.profiles import (
     parse_profile,
 )
 from streamtape.shapes import event_spans
-
-MS = 1_000_000
-S = 1_000_000_000
+from tests.builders import MS, S, interaction, sse
 
 # --------------------------------------------------------------------------
 # Building interactions
 
 
 def sse_event(text: str) -> bytes:
-    doc = {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
-    return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
-
-
-def interaction(
-    pieces: list[bytes],
-    *,
-    gap_ns: int = 10 * MS,
-    first_ns: int = 20 * MS,
-    head_ns: int = 5 * MS,
-    content_type: str = "text/event-stream",
-    framing: str = "chunked",
-    outcome: str = "complete",
-    end_ns: int | None = None,
-    extra_headers: tuple[tuple[str, str], ...] = (),
-    times: list[int] | None = None,
-    url: str = "http://upstream.test/v1/chat/completions",
-) -> Interaction:
-    if times is None:
-        times = [first_ns + i * gap_ns for i in range(len(pieces))]
-    chunks = tuple(Chunk(t, d) for t, d in zip(times, pieces, strict=True))
-    last = times[-1] if times else head_ns
-    headers = (("Content-Type", content_type), *extra_headers)
-    if framing == "chunked":
-        headers += (("Transfer-Encoding", "chunked"),)
-    elif framing == "content-length":
-        headers += (("Content-Length", str(sum(map(len, pieces)))),)
-    return Interaction(
-        Request("POST", url, headers=(("content-type", "application/json"),), body=b'{"stream": true}'),
-        Response(200, "OK", headers=headers, framing=framing, chunks=chunks, headers_at_ns=head_ns),
-        outcome=outcome,
-        end_ns=end_ns if end_ns is not None else last + MS,
-    )
+    return sse({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]},
+               compact=False)
 
 
 def chat(texts: list[str], done: bool = True, **kw) -> Interaction:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import itertools
-import json
 import subprocess
 import sys
 import time
@@ -21,13 +20,13 @@ import pytest
 import requests
 
 import streamtape
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction
 from streamtape.errors import NoMatchError, ProfileError
 from streamtape.profiles import StepKind, parse_profile
 from streamtape.serve import ReplayServer
 from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
+from tests.builders import MS, interaction
 
-MS = 1_000_000
 URL = "http://llm.test/v1/chat/completions"
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -47,21 +46,14 @@ def sse_ix(
     url: str = URL,
     body: object = BODY,
 ) -> Interaction:
-    framing_headers = {
-        "chunked": (("Transfer-Encoding", "chunked"),),
-        "content-length": (("Content-Length", str(sum(map(len, pieces)))),),
-        "close-delimited": (("Connection", "close"),),
-    }[framing]
-    resp = Response(
-        status=200,
-        reason="OK",
-        headers=(("Content-Type", "text/event-stream"), *headers, *framing_headers),
-        framing=framing,
-        chunks=tuple(Chunk((10 + n * gap_ms) * MS, p) for n, p in enumerate(pieces)),
-        headers_at_ns=2 * MS,
+    """The Reykjavík stream, the first piece 10 ms in and each next ``gap_ms`` later; a
+    close-delimited recording says ``Connection: close``."""
+    close = (("Connection", "close"),) if framing == "close-delimited" else ()
+    return interaction(
+        pieces, first_ns=10 * MS, gap_ns=gap_ms * MS, head_ns=2 * MS,
+        end_ns=(10 + len(pieces) * gap_ms) * MS, extra_headers=(*headers, *close),
+        framing=framing, url=url, body=body,
     )
-    req = Request("POST", url, headers=(("content-type", "application/json"),), body=json.dumps(body).encode())
-    return Interaction(req, resp, end_ns=(10 + len(pieces) * gap_ms) * MS)
 
 
 PACKAGES = [pytest.param(httpx, id="httpx"), pytest.param(httpx2, id="httpx2")]
@@ -124,8 +116,7 @@ def test_a_profile_rechunks_the_stream_and_the_bytes_join_to_the_recording(pkg) 
     assert b"".join(pieces) == b"".join(EVENTS)
 
 
-@pytest.mark.parametrize("pkg", PACKAGES)
-def test_one_transport_serves_httpx_and_httpx2_clients(pkg) -> None:
+def test_one_transport_serves_httpx_and_httpx2_clients() -> None:
     t = streamtape.ReplayTransport([sse_ix(), sse_ix()], "instant")
     assert raw_pieces(httpx, t) == raw_pieces(httpx2, t) == EVENTS
 
