@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, Unpack
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3 import HTTPResponse, Timeout
+from urllib3 import HTTPHeaderDict, HTTPResponse, Timeout
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from ..clock import sleep_until_sync
@@ -243,7 +243,7 @@ class ReplayAdapter(ReplayDriver, HTTPAdapter):
             raise requests.exceptions.ConnectionError(err2, request=request) from e
         resp = HTTPResponse(
             body=raw,
-            headers=list(raw.msg.items()),  # type: ignore[arg-type]
+            headers=HTTPHeaderDict(raw.msg.items()),
             status=raw.status,
             version=raw.version,
             version_string="HTTP/1.1",
