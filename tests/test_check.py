@@ -10,20 +10,20 @@ from pathlib import Path
 import pytest
 
 import streamtape
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction, Request
 from streamtape.check import check
 from streamtape.cli import main
+from tests.builders import MS, interaction
 from tests.corpus import capture
 
 
-def ix_of(body: bytes, path="/v1/chat/completions", ct="text/event-stream", req=b"{}",
-          status=200, outcome="complete", error=None):
-    return Interaction(
-        Request("POST", f"http://127.0.0.1:8080{path}", body=req),
-        Response(status, "OK" if status == 200 else "Error",
-                 headers=(("Content-Type", ct),), chunks=(Chunk(1_000_000, body),)),
-        outcome=outcome, error=error, end_ns=2_000_000,
-    )
+def ix_of(body: bytes, path: str = "/v1/chat/completions", ct: str = "text/event-stream", req: bytes = b"{}",
+          status: int = 200, outcome: str = "complete", error: str | None = None) -> Interaction:
+    """The whole body in one piece at 1 ms; the end at 2 ms."""
+    return interaction([body], times=[MS], head_ns=0, end_ns=2 * MS, status=status,
+                       reason="OK" if status == 200 else "Error", content_type=ct, framing_header=False,
+                       outcome=outcome, error=error, url=f"http://127.0.0.1:8080{path}", request_headers=(),
+                       body=req)
 
 
 def codes(ix, **kw):

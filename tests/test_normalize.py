@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction
 from streamtape.shapes import (
     SHAPES,
     ShapeError,
@@ -24,18 +24,15 @@ from streamtape.shapes import (
     error_body,
     error_event,
 )
+from tests.builders import MS, interaction
 
 
 def make_ix(body: bytes | list[bytes], path: str, ct: str = "text/event-stream",
             req: dict | None = None, headers: tuple = (), status: int = 200) -> Interaction:
     pieces = [body] if isinstance(body, bytes) else body
-    chunks = tuple(Chunk(1_000_000 * (i + 1), p) for i, p in enumerate(pieces))
-    return Interaction(
-        Request("POST", f"http://127.0.0.1:9{path}", headers=(("Content-Type", "application/json"),),
-                body=json.dumps(req or {"stream": True}).encode()),
-        Response(status, headers=(("Content-Type", ct), *headers), chunks=chunks),
-        end_ns=1_000_000 * (len(pieces) + 1),
-    )
+    return interaction(pieces, first_ns=MS, gap_ns=MS, head_ns=0, status=status, reason="", content_type=ct,
+                       extra_headers=headers, framing_header=False, url=f"http://127.0.0.1:9{path}",
+                       request_headers=(("Content-Type", "application/json"),), body=req or {"stream": True})
 
 
 def split(body: bytes, cuts) -> list[bytes]:

@@ -15,17 +15,19 @@ from pathlib import Path
 import pytest
 
 import streamtape
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction
 from streamtape.commands.play import plan, run
 from streamtape.commands.profiles import listing
 from streamtape.profiles import ADVERSARIAL, PRESETS, parse_profile
+from tests import builders
+from tests.builders import MS, interaction
 
-MS = 1_000_000
 ROOT = Path(__file__).resolve().parent.parent
+OPENAI = "https://api.openai.com/v1/chat/completions"
 
 
 def sse(doc: object) -> bytes:
-    return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
+    return builders.sse(doc, compact=False)
 
 
 def delta(**d: object) -> bytes:
@@ -39,14 +41,8 @@ def openai_chat(words=("Héllo", " wörld", "!"), *, gap_ms: int = 40, outcome: 
         events.append(sse({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
         if done:
             events.append(b"data: [DONE]\n\n")
-    chunks = tuple(Chunk((i + 1) * gap_ms * MS, e) for i, e in enumerate(events))
-    return Interaction(
-        Request("POST", "https://api.openai.com/v1/chat/completions", body=b'{"stream": true}'),
-        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), framing="chunked",
-                 chunks=chunks, headers_at_ns=5 * MS),
-        outcome=outcome,
-        end_ns=chunks[-1].at_ns + MS,
-    )
+    return interaction(events, first_ns=gap_ms * MS, gap_ns=gap_ms * MS, head_ns=5 * MS, framing_header=False,
+                       outcome=outcome, url=OPENAI, request_headers=())
 
 
 def tool_call_chat() -> Interaction:
@@ -58,12 +54,8 @@ def tool_call_chat() -> Interaction:
         sse({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
         b"data: [DONE]\n\n",
     ]
-    chunks = tuple(Chunk((i + 1) * MS, e) for i, e in enumerate(events))
-    return Interaction(
-        Request("POST", "https://api.openai.com/v1/chat/completions", body=b"{}"),
-        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), chunks=chunks),
-        end_ns=10 * MS,
-    )
+    return interaction(events, first_ns=MS, gap_ns=MS, head_ns=0, end_ns=10 * MS, framing_header=False,
+                       url=OPENAI, request_headers=(), body=b"{}")
 
 
 def ollama_chat() -> Interaction:
@@ -72,21 +64,14 @@ def ollama_chat() -> Interaction:
         for w in ("Reykjav", "ík")
     ]
     lines.append(b'{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}\n')
-    chunks = tuple(Chunk((i + 1) * MS, d) for i, d in enumerate(lines))
-    return Interaction(
-        Request("POST", "http://127.0.0.1:11434/api/chat", body=b"{}"),
-        Response(200, "OK", headers=(("Content-Type", "application/x-ndjson"),), chunks=chunks),
-        end_ns=5 * MS,
-    )
+    return interaction(lines, first_ns=MS, gap_ns=MS, head_ns=0, end_ns=5 * MS, content_type="application/x-ndjson",
+                       framing_header=False, url="http://127.0.0.1:11434/api/chat", request_headers=(), body=b"{}")
 
 
 def binary() -> Interaction:
-    chunks = (Chunk(MS, b"\x00\x01plain"), Chunk(2 * MS, b" bytes\xff"))
-    return Interaction(
-        Request("GET", "https://h/blob"),
-        Response(200, "OK", headers=(("Content-Type", "application/octet-stream"),), chunks=chunks),
-        end_ns=3 * MS,
-    )
+    return interaction([b"\x00\x01plain", b" bytes\xff"], times=[MS, 2 * MS], head_ns=0, end_ns=3 * MS,
+                       content_type="application/octet-stream", framing_header=False, method="GET",
+                       url="https://h/blob", request_headers=(), body=b"")
 
 
 @pytest.fixture

@@ -6,28 +6,29 @@ import json
 
 import pytest
 
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction, Request
 from streamtape.shapes import analyze
 from streamtape.stats import compute, percentile
+from tests.builders import MS, interaction, sse
 from tests.corpus import capture
 
-MS = 1_000_000
 
-
-def chat_ix(times_and_contents, usage=None, end_ns=None):
-    chunks = [Chunk(5 * MS, b'data: {"object":"chat.completion.chunk","choices":[{"index":0,'
-                            b'"delta":{"role":"assistant","content":""}}]}\n\n')]
+def chat_ix(times_and_contents: list[tuple[int, str]], usage: dict[str, int] | None = None,
+            end_ns: int | None = None) -> Interaction:
+    """A chat stream: the role event at 5 ms, then each content at its time in ms (and the usage
+    event with the last); the end at ``end_ns`` (by default 1 ms after the last piece)."""
+    pieces = [sse({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})]
+    times = [5 * MS]
     for t, c in times_and_contents:
         ev = {"object": "chat.completion.chunk",
               "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": None}]}
-        chunks.append(Chunk(t * MS, b"data: " + json.dumps(ev).encode() + b"\n\n"))
+        pieces.append(sse(ev, compact=False))
+        times.append(t * MS)
     if usage:
-        ev = {"object": "chat.completion.chunk", "choices": [], "usage": usage}
-        chunks.append(Chunk(chunks[-1].at_ns, b"data: " + json.dumps(ev).encode() + b"\n\n"))
-    return Interaction(Request("POST", "http://127.0.0.1/v1/chat/completions"),
-                       Response(200, headers=(("Content-Type", "text/event-stream"),),
-                                chunks=tuple(chunks), headers_at_ns=2 * MS),
-                       end_ns=end_ns)
+        pieces.append(sse({"object": "chat.completion.chunk", "choices": [], "usage": usage}, compact=False))
+        times.append(times[-1])
+    return interaction(pieces, times=times, head_ns=2 * MS, end_ns=end_ns, reason="", framing_header=False,
+                       url="http://127.0.0.1/v1/chat/completions", request_headers=(), body=b"")
 
 
 def test_ttfb_is_first_byte_ttft_is_first_non_empty_content():
