@@ -351,12 +351,33 @@ def _content(body: bytes, headers: Headers, notes: Notes, n: int) -> tuple[dict[
     content: dict[str, Any] = {"size": len(decoded), "mimeType": ctype or "x-unknown"}
     if decoded is not body and len(decoded) != len(body):
         content["compression"] = len(decoded) - len(body)
-    try:
-        content["text"] = decoded.decode("utf-8")
-    except UnicodeDecodeError:
+    text = _readable_text(decoded, headers)
+    if text is not None:
+        content["text"] = text
+    else:
         content["text"] = base64.b64encode(decoded).decode("ascii")
         content["encoding"] = "base64"
     return content, decoded
+
+
+def _readable_text(data: bytes, headers: Headers) -> str | None:
+    """``data`` as HAR text, when every reader turns that text back into exactly ``data``.
+
+    Browsers encode it with the declared charset or UTF-8; mitmproxy's reader
+    with the charset it infers, which for a ``text/event-stream`` without one
+    is latin-1 (so "café" alone would come back as ``caf\xe9``). Anything
+    those disagree on goes as base64, which every reader decodes alike.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.isascii():
+        return text
+    for reader in ("mitmproxy", "browser"):
+        if _encode(text, headers, "", reader) != data:
+            return None
+    return text
 
 
 def entry(ix: Interaction, n: int, notes: Notes) -> dict[str, Any]:
@@ -381,7 +402,8 @@ def entry(ix: Interaction, n: int, notes: Notes) -> dict[str, Any]:
         except UnicodeDecodeError:
             text = rq.body.decode("utf-8", errors="replace")
             ext["request_body"] = base64.b64encode(rq.body).decode("ascii")
-        request["postData"] = {"mimeType": rq.header("content-type") or "", "params": [], "text": text}
+        # HAR 1.2: "text and params fields are mutually exclusive".
+        request["postData"] = {"mimeType": rq.header("content-type") or "", "text": text}
     r = ix.response
     end_ns = ix.end_ns if ix.end_ns is not None else (ix.duration_ns or 0)
     if r is None:
