@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 
 from streamtape import Chunk, Interaction, Request, Response
 from streamtape.shapes import Span, SSEEvent, SSEIgnored, SSEParser, event_spans, parse_sse, wire_of
+from tests.sse_reference import reference_events
 
 
 def events(items):
@@ -29,44 +29,6 @@ def feed_split(data: bytes, cuts: list[int]):
         prev = c
     out.extend(p.close())
     return out, p
-
-
-def reference(data: bytes):
-    """The standard's algorithm, written as literally as possible over decoded text."""
-    text = data.decode("utf-8", "replace")
-    text = text.removeprefix("\ufeff")
-    parts = re.split(r"(\r\n|\r|\n)", text)
-    lines = parts[0:-1:2]  # the last part is an unterminated line (never a complete line)
-    out = []
-    data_buf, ev_type, last_id, retry = "", "", "", None
-    for line in lines:
-        if line == "":
-            if data_buf == "":
-                ev_type = ""
-                continue
-            if data_buf.endswith("\n"):
-                data_buf = data_buf[:-1]
-            out.append((ev_type or "message", data_buf, last_id, retry))
-            data_buf, ev_type, retry = "", "", None
-            continue
-        if line.startswith(":"):
-            continue
-        if ":" in line:
-            name, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-        else:
-            name, value = line, ""
-        if name == "event":
-            ev_type = value
-        elif name == "data":
-            data_buf += value + "\n"
-        elif name == "id":
-            if "\0" not in value:
-                last_id = value
-        elif name == "retry" and value and all(c in "0123456789" for c in value):
-            retry = int(value)
-    return out
 
 
 def test_basic_events_multiline_data_and_fields():
@@ -164,7 +126,7 @@ SMALL = [
 @pytest.mark.parametrize("body", SMALL)
 def test_every_split_point_gives_the_same_events(body):
     whole = events(parse_sse([body]))
-    assert whole == reference(body)
+    assert whole == reference_events(body)
     for i in range(len(body) + 1):
         out, _ = feed_split(body, [i])
         assert events(out) == whole, i
@@ -199,14 +161,14 @@ streams = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
 @given(body=streams, cuts=st.lists(st.integers(0, 400), max_size=8))
 def test_hypothesis_any_split_matches_the_reference(body, cuts):
     out, _ = feed_split(body, [c for c in cuts if c <= len(body)])
-    assert events(out) == reference(body)
+    assert events(out) == reference_events(body)
 
 
 @settings(max_examples=300, deadline=None)
 @given(body=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=6))
 def test_fuzz_arbitrary_bytes_never_raise_and_match_the_reference(body, cuts):
     out, _ = feed_split(body, [c for c in cuts if c <= len(body)])
-    assert events(out) == reference(body)
+    assert events(out) == reference_events(body)
     spans = event_spans(body, "sse")
     assert all(a.end == b.start for a, b in itertools.pairwise(spans))
 

@@ -4,7 +4,7 @@
 
 Each input is split into a body and cut points. Checked: nothing raises; the
 SSE events are the same fed whole, fed in pieces, and per the literal reference
-parser in tests/test_sse.py; NDJSON lines are the same whole and in pieces;
+parser in tests/sse_reference.py; NDJSON lines are the same whole and in pieces;
 analyze() under every shape gives the same text whole and in pieces.
 """
 
@@ -23,7 +23,7 @@ with atheris.instrument_imports():
 
 import itertools
 
-from tests.test_sse import reference
+from tests.sse_reference import reference_events
 
 
 def pieces_of(body: bytes, cuts: list[int]) -> list[bytes]:
@@ -63,7 +63,7 @@ def target(data: bytes) -> None:
     body = fdp.ConsumeBytes(fdp.remaining_bytes())
     split = pieces_of(body, cuts)
     whole = sse_events([body])
-    assert whole == sse_events(split) == reference(body), (body, cuts)
+    assert whole == sse_events(split) == reference_events(body), (body, cuts)
     assert ndjson_values([body]) == ndjson_values(split)
     event_spans(body, "sse")
     event_spans(body, "ndjson")
