@@ -253,6 +253,10 @@ class Cassette(Sequence[Interaction]):
 # Encoding: values <-> msgpack-ready dicts. Pure functions, shared by the
 # writer and the reader.
 
+Record = dict[str, Any] | list[Any]
+"""One record as written: a map (``begin``, ``end``) or an array (a batch of pieces).
+Records read back stay ``Any`` until :func:`load` has checked them."""
+
 
 def _headers_out(headers: Headers) -> list[list[str]]:
     return [[k, v] for k, v in headers]
@@ -337,9 +341,9 @@ def decode_pieces(rec: list[Any], previous_at_ns: int = 0) -> list[Piece]:
     return out
 
 
-def interaction_records(ix: Interaction, rid: int) -> list[Any]:
+def interaction_records(ix: Interaction, rid: int) -> list[Record]:
     """The records that store a finished interaction (used to write whole cassettes)."""
-    recs: list[Any] = [
+    recs: list[Record] = [
         {
             "t": "begin",
             "id": rid,
@@ -575,14 +579,14 @@ class CassetteWriter:
         self.next_id += 1
         return rid
 
-    def _write(self, records: Sequence[Any], sync: bool) -> None:
+    def _write(self, records: Sequence[Record], sync: bool) -> None:
         packer = msgpack.Packer(use_bin_type=True)
         self._f.write(b"".join(packer.pack(r) for r in records))
         self._f.flush()
         if sync:
             os.fsync(self._f.fileno())
 
-    def write(self, records: Sequence[Any], sync: bool = False) -> None:
+    def write(self, records: Sequence[Record], sync: bool = False) -> None:
         """Append records in one write; fsync when ``sync`` (always for an ``end``)."""
         self._write(records, sync or any(record_kind(r) == "end" for r in records))
 
@@ -621,7 +625,7 @@ class BackgroundWriter:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.writer = CassetteWriter(path)
         self._cond = threading.Condition()
-        self._pending: list[Any] = []
+        self._pending: list[Record] = []
         self._closing = False
         self._submitted = 0
         self._written = 0
@@ -636,7 +640,7 @@ class BackgroundWriter:
     def new_id(self) -> int:
         return self.writer.new_id()
 
-    def submit(self, records: Sequence[Any]) -> None:
+    def submit(self, records: Sequence[Record]) -> None:
         with self._cond:
             self._pending.extend(records)
             self._submitted += len(records)

@@ -25,14 +25,14 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from mitmproxy import ctx, flowfilter, http
+from mitmproxy.addonmanager import Loader
 from mitmproxy.options import Options
 from mitmproxy.tools.dump import DumpMaster
 
-from .cassette import BackgroundWriter, Interaction, Outcome, Request
+from .cassette import BackgroundWriter, Interaction, Outcome, Record, Request
 from .errors import CassetteError, OptionError, StreamtapeError
 from .fmt import summary_line
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
@@ -93,14 +93,14 @@ class RecordAddon(FailLoudly):
         self.labels: dict[str, str] = {}
         self.saved = 0
         self._running = False
-        self._deferred: list[Any] = []
+        self._deferred: list[Record] = []
         self._ticker: asyncio.Task[None] | None = None
         self._write_failure_reported = False
         self._pending_heads: dict[str, tuple[http.HTTPFlow, int]] = {}
 
     # -- options -------------------------------------------------------------
 
-    def load(self, loader: Any) -> None:  # an addonmanager.Loader
+    def load(self, loader: Loader) -> None:
         loader.add_option("streamtape_out", str, "streamtape.tape", "Cassette file to append recordings to.")
         # Booleans are declared as optional strings and parsed here: a bool value
         # mitmproxy cannot convert makes it drop the whole script silently.
@@ -178,7 +178,7 @@ class RecordAddon(FailLoudly):
             self._defer, self.writer.new_id, redaction=self.redaction, labels=self.labels
         )
 
-    def _defer(self, records: list[Any]) -> None:
+    def _defer(self, records: list[Record]) -> None:
         """Hand records to the writer after the current hook returns, so the
         writer thread never competes with the proxy for the GIL mid-hook."""
         if not self._deferred:
@@ -319,7 +319,7 @@ async def run_proxy(
     listen_port: int,
     addons: Sequence[object],
     on_running: Callable[[list[tuple[str, int]]], None] | None = None,
-    options: dict[str, Any] | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> None:
     """Run mitmproxy in this process until SIGINT/SIGTERM (or ``master.shutdown()``).
 

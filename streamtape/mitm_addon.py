@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import Optional, cast
 
 from mitmproxy import ctx
 
@@ -27,8 +27,9 @@ from .errors import OptionError
 
 log = logging.getLogger("streamtape")
 
-# mitmproxy compares option types with ``typing.Optional[str]``.
-OptStr = Optional[str]  # noqa: UP045
+# mitmproxy compares option types with ``typing.Optional[str]``; its Loader
+# annotates the type argument as ``type``, which a typing form is not.
+OptStr = cast(type, Optional[str])  # noqa: UP045
 
 _TRUE = ("true", "yes", "1", "on", "")
 _FALSE = ("false", "no", "0", "off")

@@ -31,9 +31,9 @@ import logging
 import secrets
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Any
 
 from mitmproxy import ctx, http
+from mitmproxy.addonmanager import Loader
 
 from .cassette import load_many
 from .errors import NoMatchError, OptionError, StreamtapeError
@@ -88,7 +88,7 @@ class ReplayAddon(FailLoudly):
 
     # -- options ----------------------------------------------------------------
 
-    def load(self, loader: Any) -> None:  # an addonmanager.Loader
+    def load(self, loader: Loader) -> None:
         loader.add_option(
             "streamtape_cassette", Sequence[str], [],
             "Cassette files or folders to replay (repeat, or separate with commas).",

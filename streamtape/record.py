@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from .cassette import (
     UPSTREAM_ERROR,
@@ -31,6 +30,7 @@ from .cassette import (
     Interaction,
     Outcome,
     Piece,
+    Record,
     Request,
     Response,
     data_record,
@@ -95,7 +95,8 @@ class _Flight:
     unsent_bytes: int = 0
 
 
-Sink = Callable[[list[Any]], None]
+Sink = Callable[[list[Record]], None]
+"""Where the recorder sends records, in order (for example :meth:`BackgroundWriter.submit`)."""
 
 
 class Recorder:
