@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -11,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamtape
-from streamtape import CassetteError, Chunk, Interaction, Request, Response
+from streamtape import CassetteError, Chunk, Interaction, Outcome, Piece, Request, Response
 from streamtape.cassette import (
     FORMAT_VERSION,
     BackgroundWriter,
     CassetteWriter,
+    Framing,
     load_many,
     record_kind,
 )
@@ -52,6 +54,35 @@ def test_interaction_without_response_round_trips(tmp_path: Path) -> None:
     p = tmp_path / "n.tape"
     streamtape.save(p, [ix])
     assert streamtape.load(p)[0] == ix
+
+
+def test_outcomes_and_framings_are_stored_as_plain_strings_and_load_as_enum_members(tmp_path: Path) -> None:
+    p = tmp_path / "v.tape"
+    streamtape.save(p, [make_ix(1, outcome="upstream_closed", error="cut")])
+    data = p.read_bytes()
+    # msgpack fixstr headers: the same bytes every earlier streamtape wrote
+    assert b"\xafupstream_closed" in data and b"\xa7chunked" in data
+    ix = streamtape.load(p)[0]
+    assert ix.outcome is Outcome.UPSTREAM_CLOSED and ix.outcome == "upstream_closed"
+    assert ix.response is not None and ix.response.framing is Framing.CHUNKED
+    assert f"{ix.outcome} {ix.response.framing}" == "upstream_closed chunked"
+
+
+def test_an_unknown_outcome_is_refused_when_an_interaction_is_built() -> None:
+    with pytest.raises(ValueError, match="finished_somehow"):
+        Interaction(Request("GET", "http://h/"), None, "finished_somehow")
+
+
+def test_the_old_names_chunk_and_chunks_still_build_and_read_pieces() -> None:
+    p = Piece(1, b"a")
+    r = Response(200, chunks=(p,))
+    assert Chunk is Piece
+    assert r.pieces == r.chunks == (p,)
+    r2 = dataclasses.replace(r, chunks=(Piece(2, b"b"),))
+    assert r2.pieces == (Piece(2, b"b"),) and r2.status == 200
+    assert dataclasses.replace(r2, pieces=()).pieces == ()
+    ix = Interaction(Request("GET", "http://h/"), r)
+    assert ix.pieces == ix.chunks == (p,)
 
 
 @settings(max_examples=50, deadline=None)

@@ -19,6 +19,8 @@ import httpx
 import pytest
 
 import streamtape
+from streamtape.errors import OptionError
+from streamtape.mitm_addon import parse_bool
 from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
 from tests.recording import STREAMTAPE, start_listening
 from tests.servers import ScriptedServer, content_length, raw_request
@@ -160,6 +162,21 @@ def test_mitmdump_script_replays_from_the_cassette(tape: Path, confdir: Path) ->
         out, _ = proc.communicate(timeout=15)
     assert "interaction 0 of chat.tape" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, True), ("", True), ("TRUE", True), (" yes ", True), ("on", True), ("1", True),
+     ("false", False), ("No", False), ("off", False), ("0", False)],
+)
+def test_both_addons_read_a_boolean_option_by_mitmproxys_rule(value: str | None, expected: bool) -> None:
+    # --set name (None) and --set name= ("") mean true, as for mitmproxy's own booleans.
+    assert parse_bool("streamtape_strict", value) is expected
+
+
+def test_a_boolean_option_that_is_neither_names_the_option_and_the_value() -> None:
+    with pytest.raises(OptionError, match=r"^streamtape_all: invalid value 'maybe' \(expected true or false\)$"):
+        parse_bool("streamtape_all", "maybe")
 
 
 @pytest.mark.parametrize(
