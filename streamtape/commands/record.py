@@ -78,6 +78,8 @@ def record(
     HTTP(S) proxy: HTTPS_PROXY=http://127.0.0.1:8080 and trust
     ~/.mitmproxy/mitmproxy-ca-cert.pem. Ctrl-C stops; everything finished is saved.
     """
+    # Late: mitmproxy takes most of a second to import, and only this command
+    # (of the ones every `streamtape` run registers) needs it.
     from ..mitm import RecordAddon, run_proxy
 
     host, port = parse_listen(listen)
