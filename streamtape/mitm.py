@@ -15,6 +15,9 @@ Options (``--set name=value``):
 ``streamtape_redact_query``   more query parameters to redact
 ``streamtape_redact_fields``  JSON request-body fields to redact, at any depth
 ``streamtape_label``          KEY=VALUE labels stored with every interaction (repeatable)
+
+Booleans take true/false, yes/no, on/off or 1/0; ``--set name`` alone means
+true (the rule both addons share, :func:`streamtape.mitm_addon.parse_bool`).
 """
 
 from __future__ import annotations
