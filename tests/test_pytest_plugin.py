@@ -153,16 +153,17 @@ def test_async_transport_fixture_works_with_asyncio_tests(project: pytest.Pytest
     run(project).assert_outcomes(passed=1)
 
 
-def test_missing_cassette_marker_fails_with_a_clear_message(project: pytest.Pytester) -> None:
+def test_without_a_marker_the_default_cassette_is_named_when_missing(project: pytest.Pytester) -> None:
     project.makepyfile(
-        """
+        test_nomark="""
         def test_x(streamtape_transport):
             pass
         """
     )
     result = run(project)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*streamtape fixtures need a cassette*"])
+    result.stdout.fnmatch_lines(["streamtape: cassettes/test_nomark/test_x.tape: no such cassette file*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
 
 
 def test_a_missing_cassette_file_names_the_file(project: pytest.Pytester) -> None:
@@ -177,7 +178,7 @@ def test_a_missing_cassette_file_names_the_file(project: pytest.Pytester) -> Non
     )
     result = run(project)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*streamtape: *nope.tape: no such cassette file"])
+    result.stdout.fnmatch_lines(["streamtape: cassettes/nope.tape: no such cassette file (record_mode=none replays only*"])
     result.stdout.no_fnmatch_line("*During handling*")
 
 
@@ -195,3 +196,302 @@ def test_importing_the_plugin_imports_no_http_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- the streamtape fixture -------------------------------------------------------------
+
+
+def _default_cassette(pytester: pytest.Pytester, module: str, test: str) -> None:
+    path = pytester.path / "cassettes" / module / f"{test}.tape"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    streamtape.save(path, [chat_ix(5)])
+
+
+def test_the_default_cassette_is_named_for_the_module_and_the_test_and_shared_by_parameter_sets(
+    project: pytest.Pytester,
+) -> None:
+    _default_cassette(project, "test_defaults", "test_plain")
+    _default_cassette(project, "test_defaults", "TestGroup.test_method")
+    project.makepyfile(
+        test_defaults="""
+        import pytest
+
+        def test_plain(streamtape):
+            assert streamtape.path.relative_to(streamtape.path.parents[2]).as_posix() == (
+                "cassettes/test_defaults/test_plain.tape")
+            assert len(streamtape.cassette) == 1
+
+        class TestGroup:
+            @pytest.mark.parametrize("n", [1, 2])
+            def test_method(self, streamtape, n):
+                assert streamtape.path.name == "TestGroup.test_method.tape"
+                assert len(streamtape.cassette) == 1
+        """
+    )
+    run(project).assert_outcomes(passed=3)
+
+
+def test_the_ini_option_moves_the_cassette_folder_and_the_marker_still_wins(project: pytest.Pytester) -> None:
+    project.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\nstreamtape_cassette_dir = recorded/tapes\n"
+    )
+    path = project.path / "recorded" / "tapes" / "test_ini" / "test_moved.tape"
+    path.parent.mkdir(parents=True)
+    streamtape.save(path, [chat_ix(5)])
+    project.makepyfile(
+        test_ini="""
+        import pytest
+
+        def test_moved(streamtape):
+            assert streamtape.path.parts[-4:] == ("recorded", "tapes", "test_ini", "test_moved.tape")
+            assert len(streamtape.cassette) == 1
+
+        @pytest.mark.streamtape(cassette="cassettes/chat.tape")
+        def test_marked(streamtape):
+            assert streamtape.path.name == "chat.tape"
+        """
+    )
+    run(project).assert_outcomes(passed=2)
+
+
+def test_transports_and_server_of_one_test_share_the_requests_and_the_repeat_order(
+    project: pytest.Pytester,
+) -> None:
+    two = [chat_ix(5, tag="first"), chat_ix(5, events=EVENTS[:2], tag="second")]
+    streamtape.save(project.path / "cassettes" / "two.tape", two)
+    project.makepyfile(
+        """
+        import httpx2, pytest
+        from helpers import EVENTS, URL, BODY
+
+        @pytest.mark.streamtape(cassette="cassettes/two.tape", profile="instant")
+        def test_both(streamtape):
+            assert streamtape.requests == []
+            with streamtape.client() as c:
+                assert c.post("/v1/chat/completions", json=BODY).content == b"".join(EVENTS)
+            with httpx2.Client() as c:
+                assert c.post(streamtape.url + "/v1/chat/completions", json=BODY).content == b"".join(EVENTS[:2])
+            sent = streamtape.requests
+            assert [(r.method, r.path, r.answer, r.interaction) for r in sent] == [
+                ("POST", "/v1/chat/completions", "replayed", 0),
+                ("POST", "/v1/chat/completions", "replayed", 1),
+            ]
+            assert sent[0].json() == BODY
+            streamtape.assert_all_played()
+        """
+    )
+    run(project).assert_outcomes(passed=1)
+
+
+def test_assert_all_played_names_the_interactions_nobody_requested(project: pytest.Pytester) -> None:
+    other = chat_ix(5, body={"model": "test-model", "stream": True, "messages": []})
+    streamtape.save(project.path / "cassettes" / "two.tape", [chat_ix(5), other])
+    project.makepyfile(
+        """
+        import pytest
+        from helpers import BODY
+
+        @pytest.mark.streamtape(cassette="cassettes/two.tape", profile="instant")
+        def test_one_of_two(streamtape):
+            with streamtape.client() as c:
+                c.post("/v1/chat/completions", json=BODY)
+            streamtape.assert_all_played()
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["streamtape: cassettes/two.tape: 1 recorded interaction never requested: #1 POST /v1/chat/completions"]
+    )
+
+
+def test_an_unmatched_request_fails_the_test_even_when_the_code_swallows_the_404(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.streamtape(cassette="cassettes/chat.tape", profile="instant")
+        def test_swallowed(streamtape):
+            with streamtape.client() as c:
+                r = c.post("/v1/chat/completions", json={"model": "other-model", "stream": True, "messages": []})
+            assert r.status_code == 404  # the code under test shrugs it off
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "streamtape: cassettes/chat.tape: no recorded interaction matches POST /v1/chat/completions; "
+            "closest is #0 POST /v1/chat/completions: body *"
+        ]
+    )
+
+
+def test_a_profile_set_runs_once_per_member_with_readable_ids(project: pytest.Pytester) -> None:
+    from streamtape.profiles import ADVERSARIAL
+
+    project.makepyfile(
+        """
+        import pytest
+        from helpers import EVENTS, BODY
+
+        @pytest.mark.streamtape(cassette="cassettes/chat.tape", profiles="adversarial")
+        def test_chat(streamtape):
+            with streamtape.client() as c:
+                body = c.post("/v1/chat/completions", json=BODY).content
+            data = [e + b"\\n\\n" for e in body.split(b"\\n\\n") if e.startswith(b"data:")]
+            assert data == EVENTS
+        """
+    )
+    result = run(project, "-v")
+    result.assert_outcomes(passed=len(ADVERSARIAL))
+    result.stdout.fnmatch_lines(["*::test_chat[[]bytes-1[]] PASSED*", "*::test_chat[[]utf8-split[]] PASSED*"])
+
+
+NAIVE_CLIENT = '''
+import json, pytest
+from helpers import BODY
+
+@pytest.mark.streamtape(cassette="cassettes/chat.tape", profiles="adversarial")
+def test_naive(streamtape):
+    """A client that takes every piece it reads for whole events (a common bug)."""
+    text = ""
+    with streamtape.client() as c, c.stream("POST", "/v1/chat/completions", json=BODY) as r:
+        for piece in r.iter_raw():
+            for block in piece.decode("utf-8").split("\\n\\n"):
+                if block.startswith("data: {"):
+                    text += json.loads(block[6:])["choices"][0]["delta"].get("content") or ""
+    assert text == "Hello, wörld!"
+
+@pytest.mark.streamtape(cassette="cassettes/chat.tape", profiles=["instant", "adversarial:events"])
+def test_sturdy(streamtape):
+    with streamtape.client() as c:
+        assert c.post("/v1/chat/completions", json=BODY).status_code == 200
+'''
+
+
+def test_the_terminal_summary_lists_per_test_the_profiles_it_failed_under(project: pytest.Pytester) -> None:
+    from streamtape.profiles import ADVERSARIAL
+
+    project.makepyfile(test_conformance=NAIVE_CLIENT)
+    result = run(project, "-rf")
+    failed = sorted(
+        line.split("[", 1)[1].split("]", 1)[0]
+        for line in result.stdout.lines
+        if line.startswith("FAILED test_conformance.py::test_naive[")
+    )
+    assert "bytes-1" in failed and "events" not in failed  # the matrix does tell the profiles apart
+    result.assert_outcomes(failed=len(failed), passed=len(ADVERSARIAL) - len(failed) + 2)
+    in_order = [name for name in ADVERSARIAL if name in failed]
+    result.stdout.fnmatch_lines(
+        [
+            "*streamtape profile matrix*",
+            f"test_conformance.py::test_naive    9 profiles  FAILED under {len(failed)}: {', '.join(in_order)}",
+            "test_conformance.py::test_sturdy   2 profiles  passed under all",
+            "1 of 2 tests failed under some profile",
+        ]
+    )
+
+
+def test_no_matrix_no_summary(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.streamtape(cassette="cassettes/chat.tape")
+        def test_one(streamtape):
+            pass
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*streamtape profile matrix*")
+
+
+# -- misuse -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ('profile="chunk=nope"', "profile 'chunk=nope': bad item 'chunk=nope': unknown chunking 'nope'*"),
+        ('profiles="hostile"', "profiles='hostile': unknown profile set (sets: adversarial;*"),
+        ('record_mode="sometimes"', "record_mode: unknown record mode 'sometimes' (expected one of none, once, new_episodes, all)"),
+        (
+            'profiles="adversarial", record_mode="all", upstream="http://127.0.0.1:9"',
+            "record_mode=all (marker) records, but profiles= asks for 9 profiles: *",
+        ),
+        ('record_mode="new_episodes"', "record_mode=new_episodes (marker) needs the real backend to record *"),
+        ('record_mod="once"', "streamtape marker: unknown argument 'record_mod' (known: cassette, *"),
+        ('upstream="ftp://x"', "upstream: expected an http:// or https:// URL, not 'ftp://x'"),
+    ],
+)
+def test_misuse_is_one_collection_error_naming_the_bad_value(
+    project: pytest.Pytester, marker: str, message: str
+) -> None:
+    project.makepyfile(
+        test_misuse=f"""
+        import pytest
+
+        @pytest.mark.streamtape({marker})
+        def test_x(streamtape):
+            pass
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ERROR collecting test_misuse.py*", f"test_misuse.py::test_x: streamtape: {message}"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.no_fnmatch_line("*raise *")
+
+
+def test_a_matrix_from_the_command_line_cannot_record_either(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_cli_matrix="""
+        def test_x(streamtape):
+            pass
+        """
+    )
+    result = run(
+        project, "--streamtape-profile", "adversarial:*", "--streamtape-record-mode", "once",
+        "--streamtape-upstream", "http://127.0.0.1:9",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["test_cli_matrix.py::test_x: streamtape: record_mode=once (--streamtape-record-mode) records, "
+         "but --streamtape-profile asks for 9 profiles: *"]
+    )
+
+
+def test_a_bad_record_mode_on_the_command_line_or_in_the_environment_is_a_usage_error(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile("def test_x(): pass")
+    result = run(project, "--streamtape-record-mode", "sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--streamtape-record-mode: invalid choice: 'sometimes'*"])
+    monkeypatch.setenv("STREAMTAPE_RECORD_MODE", "sometimes")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: STREAMTAPE_RECORD_MODE: unknown record mode 'sometimes'*"])
+
+
+def test_the_environment_chooses_the_record_mode_and_the_command_line_beats_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile(
+        test_env="""
+        import pytest
+
+        @pytest.mark.streamtape(cassette="cassettes/chat.tape")
+        def test_mode(streamtape, request):
+            assert streamtape.record_mode == request.config.getoption("expected")
+        """,
+        conftest="""
+        def pytest_addoption(parser):
+            parser.addoption("--expected")
+        """,
+    )
+    monkeypatch.setenv("STREAMTAPE_RECORD_MODE", "once")
+    run(project, "--expected", "once").assert_outcomes(passed=1)
+    run(project, "--expected", "none", "--streamtape-record-mode", "none").assert_outcomes(passed=1)

@@ -112,18 +112,17 @@ class Streamtape:
                 cas = Cassette([ix for c in parts for ix in c], path=paths[0])
                 cas.warnings = [w for c in parts for w in c.warnings]
         except CassetteError as e:
-            failure = self._missing(e) if not paths[0].exists() else str(e)
+            failure = self._missing() if not paths[0].exists() else str(e)
         if failure is not None:
             self._fail(failure)
         self._cassette = cas
         return cas
 
-    def _missing(self, e: CassetteError) -> str:
-        how = (
-            "record it once with --streamtape-record-mode=once and --streamtape-upstream URL "
-            "(or record_mode='once' in the marker)"
+    def _missing(self) -> str:
+        return (
+            f"{self._show(self.path)}: no such cassette file ({self.settings.mode_text()} replays only: "
+            "record it with --streamtape-record-mode=once --streamtape-upstream URL)"
         )
-        return f"{self._show(self.path)}: no such cassette file ({self.settings.mode_text()} replays only; {how})"
 
     def _shared_matcher(self) -> Matcher:
         if self._matcher is None:

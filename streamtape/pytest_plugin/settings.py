@@ -105,8 +105,10 @@ class RunOptions:
         elif env_up:
             upstream, up_source = check_upstream(env_up, ENV_UPSTREAM), ENV_UPSTREAM
         profiles = tuple(config.getoption("streamtape_profile") or ())
-        for text in profiles:
-            expand_profiles([text])  # each one parsed: a bad one is an error now
+        try:
+            expand_profiles(profiles)  # each one parsed: a bad one is an error now
+        except StreamtapeError as e:
+            raise OptionError(f"--streamtape-profile: {e}") from None
         raw_dir = str(config.getini(INI_CASSETTE_DIR) or "").strip()
         cassette_dir = None
         if raw_dir:
