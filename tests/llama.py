@@ -9,9 +9,11 @@ the build runs waits for it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
-import time
+import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port
+from tests.builders import wait_until
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "llama"
 
@@ -34,29 +36,54 @@ def llama_binary() -> str:
     return p.stdout.strip().splitlines()[-1]
 
 
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=1).json().get("status") == "ok"
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
 @contextmanager
 def llama_server(model: str = "tiny") -> Iterator[str]:
+    """llama-server on 127.0.0.1, port 0: the port it bound is read from its
+    "listening on http://HOST:PORT" line, then /health is awaited."""
     llama_binary()
-    port = free_port()
     proc = subprocess.Popen(
-        ["bash", str(SHARED / "serve.sh"), str(port), model],
+        ["bash", str(SHARED / "serve.sh"), "0", model],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
+    log: deque[str] = deque(maxlen=50)
+    bound: list[str] = []
+
+    def read() -> None:
+        # Reads stderr to the end, so llama-server's per-request log never fills the pipe.
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            log.append(line)
+            if not bound and (m := re.search(r"listening on (http://\S+:\d+)", line)):
+                bound.append(m.group(1))
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def running() -> None:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {proc.returncode}: {''.join(log)[-2000:]}")
+
+    def started() -> str | None:
+        running()
+        return bound[0] if bound else None
+
+    def ready() -> bool:
+        running()
+        return _healthy(url)
+
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).json().get("status") == "ok":
-                    break
-            except (httpx.HTTPError, ValueError):
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-                raise RuntimeError(f"llama-server did not come up on {url}: {err}")
-            time.sleep(0.2)
+        url = wait_until(started, timeout=120)
+        wait_until(ready, timeout=120, interval=0.1)
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
