@@ -12,9 +12,9 @@ import pytest
 import streamtape
 from streamtape import Interaction, Request
 from streamtape.check import check
-from streamtape.cli import main
 from tests.builders import MS, interaction
 from tests.corpus import capture
+from tests.recording import run_main
 
 
 def ix_of(body: bytes, path: str = "/v1/chat/completions", ct: str = "text/event-stream", req: bytes = b"{}",
@@ -125,11 +125,8 @@ def test_not_a_stream():
 # ---- the command ------------------------------------------------------------
 
 
-def run(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    return run_main(*argv, capsys=capsys)
 
 
 @pytest.fixture

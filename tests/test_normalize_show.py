@@ -8,15 +8,12 @@ from pathlib import Path
 import pytest
 
 import streamtape
-from streamtape.cli import main
 from tests.corpus import capture
+from tests.recording import run_main
 
 
-def run(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    return run_main(*argv, capsys=capsys)
 
 
 @pytest.fixture

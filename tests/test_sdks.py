@@ -37,8 +37,7 @@ from huggingface_hub import AsyncInferenceClient, InferenceClient, configure_htt
 import streamtape
 from streamtape.profiles import ADVERSARIAL
 from streamtape.serve import ReplayServer
-
-from . import fixtures_sdk as F
+from tests import fixtures_sdk as F
 
 # text-generation calls pydantic's deprecated .dict(): not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:The `dict` method is deprecated:DeprecationWarning")
