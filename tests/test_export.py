@@ -3,6 +3,7 @@ that imports back exactly; VCR.py cassettes that vcrpy replays to requests and h
 
 from __future__ import annotations
 
+import base64
 import copy
 import gzip
 import json
@@ -23,7 +24,7 @@ from mitmproxy.io import FlowReader
 
 import streamtape
 from streamtape.cassette import Interaction, Outcome, Request
-from tests import har_schema
+from tests import chromium_har, har_schema
 from tests import interop_capture as cap
 from tests.builders import MS, chat_events, interaction
 from tests.recording import run_main
@@ -289,3 +290,40 @@ def test_vcr_export_imports_back_to_the_same_requests_and_bodies(tmp_path: Path,
     assert [(ix.request.method, ix.request.url, ix.request.body) for ix in again] == [
         (ix.request.method, ix.request.url, ix.request.body) for ix in original]
     assert [ix.response.body for ix in again if ix.response] == [ix.response.body for ix in original if ix.response]
+
+
+# --------------------------------------------------------------------------
+# Chromium
+
+
+@pytest.mark.skipif(chromium_har.CHROMIUM is None,
+                    reason="Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+def test_chromium_devtools_har_importer_reads_the_exported_har(
+    mixed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.har"
+    assert export(capsys, mixed, "--har", out)[0] == 0
+    shown = chromium_har.import_har(out.read_text(), tmp_path / "chromium-profile")
+    # The importer orders entries by start time (a stable sort), as the panel lists them.
+    cas = sorted(streamtape.load(mixed), key=lambda ix: ix.request.started_at)
+    assert len(shown) == len(cas)
+    for ix, got in zip(cas, shown, strict=True):
+        assert (got["method"], got["url"]) == (ix.request.method, ix.request.url)
+        if ix.response is None:
+            assert got["status"] == 0
+            continue
+        assert got["status"] == ix.response.status
+        assert got["mimeType"].split(";")[0] == ix.response.content_type
+        assert got["headersEnd"] == pytest.approx(ix.response.headers_at_ns / MS)
+        body = ix.response.body
+        if ix.response.header("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        shown_body = base64.b64decode(got["base64"]) if got["base64"] is not None else got["text"].encode()
+        assert shown_body == body
+
+
+@pytest.mark.skipif(chromium_har.CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_chromium_devtools_har_importer_refuses_a_har_without_entries(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"log\.entries is expected to be an array"):
+        chromium_har.import_har(json.dumps({"log": {"version": "1.2", "creator": {"name": "x", "version": "1"}}}),
+                                tmp_path / "chromium-profile")

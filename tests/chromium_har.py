@@ -1,0 +1,129 @@
+"""Chromium's own devtools HAR importer, run in headless Chromium, on a HAR file.
+
+The devtools frontend ships inside Chromium (``devtools://devtools/bundled/``).
+Its HAR import (what Network > Import HAR runs) is two modules:
+``models/har/HARFormat.js`` checks and converts the JSON (it throws on a
+missing ``log.entries``, a non-numeric size or time, an unparsable date) and
+``models/har/Importer.js`` turns each entry into a ``NetworkRequest``, the
+object the Network panel shows. This helper opens the bundled devtools page
+in a headless Chromium driven over the DevTools protocol on a pipe
+(``--remote-debugging-pipe``: commands on fd 3, replies on fd 4, each a JSON
+message ended by NUL), imports both modules there, and returns what the panel
+would show for every request: method, URL, status, MIME type, when the
+headers arrived, and the response body (``text``, or ``base64`` for what
+the exporter wrote as base64).
+
+Clicking through the panel's file dialog is not driven (a headless browser
+has no dialog); the code behind it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+_IMPORT = """(async () => {
+  const HAR = await import('devtools://devtools/bundled/models/har/har.js');
+  const root = new HAR.HARFormat.HARRoot(JSON.parse(%s));
+  const requests = HAR.Importer.Importer.requestsFromHARLog(root.log);
+  const out = [];
+  for (const r of requests) {
+    const data = await r.requestContentData();
+    // ContentData holds text or base64 and refuses to convert either way; ask for both.
+    let text = null, base64 = null;
+    try { text = data.text; } catch (e) {}
+    try { base64 = data.base64; } catch (e) {}
+    out.push({method: r.requestMethod, url: r.url(), status: r.statusCode, mimeType: r.mimeType,
+              headersEnd: r.timing ? r.timing.receiveHeadersEnd : null, text, base64});
+  }
+  return JSON.stringify(out);
+})()"""
+
+
+class _Pipe:
+    def __init__(self, profile: Path) -> None:
+        assert CHROMIUM
+        to_chrome_r, self._w = os.pipe()
+        self._r, from_chrome_w = os.pipe()
+
+        def fds() -> None:
+            os.dup2(to_chrome_r, 3)
+            os.dup2(from_chrome_w, 4)
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+             f"--user-data-dir={profile}", "about:blank"],
+            pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buf = b""
+        self._id = 0
+
+    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
+             timeout: float = 60) -> dict[str, Any]:
+        self._id += 1
+        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while b"\0" in self._buf:
+                raw, self._buf = self._buf.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._id:
+                    if "error" in reply:
+                        raise RuntimeError(f"{method}: {reply['error']}")
+                    return dict(reply["result"])
+            ready, _, _ = select.select([self._r], [], [], 0.2)
+            if ready:
+                chunk = os.read(self._r, 1 << 20)
+                if not chunk:
+                    raise RuntimeError("chromium closed the DevTools pipe")
+                self._buf += chunk
+        raise TimeoutError(f"chromium did not answer {method} in {timeout} s")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        os.close(self._w)
+        os.close(self._r)
+
+
+def import_har(har_text: str, profile: Path) -> list[dict[str, Any]]:
+    """What Chromium's devtools HAR importer makes of ``har_text``, one dict per request.
+
+    Raises RuntimeError with the importer's message when it refuses the file.
+    """
+    pipe = _Pipe(profile)
+    try:
+        target = pipe.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        pipe.call("Page.navigate", {"url": "devtools://devtools/bundled/devtools_app.html"}, session)
+        deadline = time.monotonic() + 60
+        while True:
+            state = pipe.call("Runtime.evaluate", {"expression": "document.readyState", "returnByValue": True},
+                              session)["result"].get("value")
+            if state == "complete" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        got = pipe.call(
+            "Runtime.evaluate",
+            {"expression": _IMPORT % json.dumps(har_text), "awaitPromise": True, "returnByValue": True},
+            session,
+        )
+        if "exceptionDetails" in got:
+            details = got["exceptionDetails"]
+            raise RuntimeError(details.get("exception", {}).get("description") or details.get("text"))
+        return list(json.loads(got["result"]["value"]))
+    finally:
+        pipe.close()
