@@ -143,7 +143,7 @@ def interaction(
     return Interaction(
         Request(method, url, headers=request_headers, body=raw),
         Response(status, reason, headers=response_headers, framing=framing, pieces=recorded, headers_at_ns=head_ns),
-        outcome=outcome,
+        outcome=Outcome(outcome),
         error=error,
         end_ns=end_ns if end_ns is not None else (at_ns[-1] if at_ns else head_ns) + MS,
         labels=labels or {},
@@ -193,7 +193,7 @@ def chat_ix(
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:
+def wait_until(condition: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.01) -> T:
     """Poll ``condition`` until it returns something true, and return that.
 
     For what happens in another thread or process (a log line, a file on disk, a
@@ -211,7 +211,7 @@ def wait_until(condition: Callable[[], T], timeout: float = 10.0, interval: floa
         time.sleep(interval)
 
 
-async def async_wait_until(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.005) -> T:
+async def async_wait_until(condition: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.005) -> T:
     """:func:`wait_until` for a coroutine: polls without blocking the event loop."""
     deadline = time.monotonic() + timeout
     while True:

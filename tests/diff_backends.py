@@ -174,11 +174,11 @@ def record_each(folder: Path) -> dict[str, Path]:
     assert len(cas) == len(SCENARIOS)
     out = {}
     for ix in cas:
-        name = ix.request.header("x-scenario")
-        assert name is not None
-        assert ix.outcome == "complete", (name, ix.error)
-        out[name] = folder / f"{name}.tape"
-        streamtape.save(out[name], [ix])
+        scenario = ix.request.header("x-scenario")
+        assert scenario is not None
+        assert ix.outcome == "complete", (scenario, ix.error)
+        out[scenario] = folder / f"{scenario}.tape"
+        streamtape.save(out[scenario], [ix])
     return out
 
 

@@ -27,7 +27,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from streamtape import Chunk, Interaction, Request
+from streamtape.cassette import Framing, Interaction, Outcome, Piece, Request
 from tests.builders import MS, interaction, sse
 from tests.corpus import capture
 
@@ -111,7 +111,7 @@ def openai_tools() -> Interaction:
     """OpenAI chat streaming two tool calls, arguments in fragments (one cuts a UTF-8 word)."""
     base = {"id": "chatcmpl-tool1", "object": "chat.completion.chunk", "created": 1796038600, "model": "tiny-llama"}
 
-    def chunk(delta: dict, finish: str | None = None) -> bytes:
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
         return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 
     def frag(index: int, args: str) -> bytes:
@@ -409,23 +409,23 @@ def close_delimited(ix: Interaction) -> Interaction:
     as HTTP/1.0-style servers and some proxies send streams."""
     assert ix.response is not None
     headers = tuple((k, v) for k, v in ix.response.headers if k.lower() not in ("transfer-encoding", "connection"))
-    resp = dataclasses.replace(ix.response, framing="close-delimited", headers=(*headers, ("Connection", "close")))
+    resp = dataclasses.replace(ix.response, framing=Framing.CLOSE_DELIMITED, headers=(*headers, ("Connection", "close")))
     return dataclasses.replace(ix, response=resp)
 
 
 def crlf(ix: Interaction) -> Interaction:
     """The same recording with CRLF line endings (as some SSE servers write them)."""
     assert ix.response is not None
-    chunks = tuple(Chunk(c.at_ns, c.data.replace(b"\n", b"\r\n")) for c in ix.response.chunks)
-    resp = dataclasses.replace(ix.response, chunks=chunks)
+    pieces = tuple(Piece(p.at_ns, p.data.replace(b"\n", b"\r\n")) for p in ix.response.pieces)
+    resp = dataclasses.replace(ix.response, pieces=pieces)
     return dataclasses.replace(ix, response=resp, labels={**ix.labels, "source": ix.labels["source"] + " (CRLF)"})
 
 
 def upstream_closed(ix: Interaction) -> Interaction:
     """The recording as if the upstream had closed halfway (outcome ``upstream_closed``)."""
     assert ix.response is not None
-    keep = ix.response.chunks[: len(ix.response.chunks) // 2]
-    resp = dataclasses.replace(ix.response, chunks=keep)
+    keep = ix.response.pieces[: len(ix.response.pieces) // 2]
+    resp = dataclasses.replace(ix.response, pieces=keep)
     return dataclasses.replace(
-        ix, response=resp, outcome="upstream_closed", error="incomplete chunked read", end_ns=keep[-1].at_ns
+        ix, response=resp, outcome=Outcome.UPSTREAM_CLOSED, error="incomplete chunked read", end_ns=keep[-1].at_ns
     )

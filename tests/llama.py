@@ -38,7 +38,7 @@ def llama_binary() -> str:
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(url + "/health", timeout=1).json().get("status") == "ok"
+        return bool(httpx.get(url + "/health", timeout=1).json().get("status") == "ok")
     except (httpx.HTTPError, ValueError):
         return False
 

@@ -167,7 +167,7 @@ def sse_events(events: Sequence[bytes], gap: float = 0.0, headers: Sequence[tupl
     return handle
 
 
-def ndjson_lines(objs: Sequence[dict], gap: float = 0.0) -> Handler:
+def ndjson_lines(objs: Sequence[dict[str, object]], gap: float = 0.0) -> Handler:
     """Ollama-style NDJSON, chunked, one line per chunk."""
 
     def handle(req: Received, c: Conn) -> None:

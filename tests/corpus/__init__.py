@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape.cassette import Framing, Interaction, Piece, Request, Response
 
 HERE = Path(__file__).parent
 
@@ -76,8 +76,14 @@ class _Dechunker:
         return b"".join(out)
 
 
+def _header(line: str) -> tuple[str, str]:
+    """``Name: value``; llama-server also sends ``Access-Control-Allow-Origin:`` with no value."""
+    name, sep, value = line.partition(": ")
+    return (name, value) if sep else (line.rstrip(":"), "")
+
+
 def capture(name: str) -> Interaction:
-    """The capture as an Interaction: one Chunk per recv() that carried body bytes."""
+    """The capture as an Interaction: one piece per recv() that carried body bytes."""
     pieces = recvs(name)
     raw = b""
     head_at = 0
@@ -94,16 +100,15 @@ def capture(name: str) -> Interaction:
             data = rest
         body = dec.feed(data)
         if body:
-            chunks.append(Chunk(at, body))
+            chunks.append(Piece(at, body))
     assert head is not None
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = tuple(tuple(h.split(": ", 1)) if ": " in h else (h.rstrip(":"), "")
-                    for h in header_lines)
+    headers = tuple(_header(h) for h in header_lines)
     _, status, reason = status_line.split(" ", 2)
     return Interaction(
         Request("POST", f"http://127.0.0.1:8080{PATHS[name]}",
                 headers=(("Content-Type", "application/json"),)),
-        Response(int(status), reason, headers=headers, framing="chunked", chunks=tuple(chunks),
+        Response(int(status), reason, headers=headers, framing=Framing.CHUNKED, pieces=tuple(chunks),
                  headers_at_ns=head_at),
         end_ns=pieces[-1][0],
     )
