@@ -22,6 +22,8 @@ from tests import interop_capture as cap
 from tests.builders import MS
 from tests.recording import run_main
 
+SHIPPED = Path(__file__).resolve().parent.parent / "cassettes" / "test-server.tape"
+
 
 @dataclass
 class Captures:
@@ -253,10 +255,43 @@ def test_repeated_requests_stay_in_order_and_replay_in_turn(
 ) -> None:
     out = tmp_path / "out.tape"
     assert import_(capsys, captures.vcr_httpx_yaml.path, "-o", out)[0] == 0
-    lines: list[str] = []
-    with streamtape.ReplayServer(out, log=lines.append) as srv, httpx.Client() as c:
+    with streamtape.ReplayServer(out) as srv, httpx.Client() as c:
         got = [cap.httpx_call(c, srv.url + cap.COUNTER) for _ in range(2)]
     assert got == [cap.counter_answer(1), cap.counter_answer(2)] == captures.vcr_httpx_yaml.texts[2:]
+
+
+def test_play_with_faithful_says_the_timing_of_an_import_is_synthetic(
+    captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.tape"
+    assert import_(capsys, captures.vcr_requests_yaml.path, "-o", out)[0] == 0
+    code, stdout, err = run_main("play", out, capsys=capsys)
+    assert code == 0
+    assert stdout.strip() == cap.TEXT
+    assert err.strip().endswith(
+        "; timing synthetic (imported from vcr: the whole body as one piece at the recorded total time)"
+    )
+    # A profile that makes its own timing needs no warning; a real recording neither.
+    assert "synthetic" not in run_main("play", out, "--profile", "chunk=events;latency=fixed:5:1",
+                                       capsys=capsys)[2]
+    assert "synthetic" not in run_main("play", SHIPPED, "--profile", "instant", capsys=capsys)[2]
+    assert "synthetic" not in run_main("play", SHIPPED, "--profile", "faithful", capsys=capsys)[2]
+
+
+def test_serve_log_line_says_the_timing_of_an_import_is_synthetic(
+    captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.tape"
+    assert import_(capsys, captures.mitm.path, "-o", out)[0] == 0
+    lines: list[str] = []
+    with streamtape.ReplayServer(out, log=lines.append) as srv, httpx.Client() as c:
+        assert cap.httpx_call(c, srv.url + cap.CHAT) == cap.TEXT
+        c.post(srv.url + cap.CHAT, json=cap.BODY, headers={"x-streamtape-profile": "latency=instant"}).read()
+    assert lines[0].endswith(
+        "outcome=complete: timing synthetic (imported from mitm: the whole body as one piece at the "
+        "recorded total time)"
+    )
+    assert lines[1].endswith("outcome=complete")
 
 
 def test_a_profile_gives_an_imported_body_a_stream_shape(
@@ -433,8 +468,7 @@ def test_bad_input_leaves_an_existing_cassette_unchanged(
 
 
 def test_a_streamtape_cassette_is_not_imported_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    tape = Path(__file__).resolve().parent.parent / "cassettes" / "test-server.tape"
-    code, _, err = import_(capsys, tape, "-o", tmp_path / "o.tape")
+    code, _, err = import_(capsys, SHIPPED, "-o", tmp_path / "o.tape")
     assert code == 2
     assert "is a streamtape cassette already" in err
 

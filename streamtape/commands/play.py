@@ -17,6 +17,7 @@ from ..cassette import Interaction, Piece, load
 from ..clock import now_ns, sleep_until_sync
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, path_of
+from ..interop import timing_note
 from ..profiles import Schedule, StepKind, parse_profile
 from ..shapes import analyze, check_shape
 from ..wire import Framing
@@ -179,7 +180,8 @@ def play(file: str, index: int, profile_text: str, boundaries: bool, raw: bool, 
     if not written_nl and (p.mode == "text" or sys.stdout.isatty()):
         out.write(b"\n")
         out.flush()
-    click.echo(playback_line(index, ix, p, first_ns, elapsed), err=True)
+    note = timing_note(ix, profile)  # an imported recording's timing is made up
+    click.echo(playback_line(index, ix, p, first_ns, elapsed) + (f"; {note}" if note else ""), err=True)
 
 
 commands = [play]

@@ -11,6 +11,6 @@ Only :mod:`.common` is imported here, so a replayer can ask
 
 from __future__ import annotations
 
-from .common import SYNTHETIC_TIMING_NOTE, Imported, Source, synthetic_timing
+from .common import SYNTHETIC_TIMING_NOTE, Imported, Source, synthetic_timing, timing_note
 
-__all__ = ["SYNTHETIC_TIMING_NOTE", "Imported", "Source", "synthetic_timing"]
+__all__ = ["SYNTHETIC_TIMING_NOTE", "Imported", "Source", "synthetic_timing", "timing_note"]

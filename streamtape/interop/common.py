@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ..cassette import Headers, Interaction, Outcome, Piece, Request, Response
+from ..profiles import LatencyKind, Profile
 from ..record import framing_of
 from ..redaction import Redaction
 from ..wire import header_value, reason_phrase
@@ -63,6 +64,22 @@ def synthetic_timing(ix: Interaction) -> Source | None:
     """
     value = ix.labels.get(SOURCE_LABEL)
     return Source(value) if value is not None and value in Source._value2member_map_ else None
+
+
+def timing_note(ix: Interaction, profile: Profile) -> str | None:
+    """What a replayer's log line adds when the profile plays made-up timing as if recorded.
+
+    Only latencies that follow the recording (``recorded``, as in ``faithful``;
+    ``scale``; ``jitter``) replay the synthetic timing; ``instant`` and
+    ``fixed`` make their own, and need no warning.
+    """
+    source = synthetic_timing(ix)
+    if source is None or profile.latency.kind not in _FOLLOWS_RECORDING:
+        return None
+    return f"timing synthetic (imported from {source.value}: the whole body as one piece at the recorded total time)"
+
+
+_FOLLOWS_RECORDING = frozenset({LatencyKind.RECORDED, LatencyKind.SCALE, LatencyKind.JITTER})
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 from ..cassette import Cassette, Interaction, load_many
 from ..clock import sleep_until
 from ..errors import NoMatchError, OptionError, StreamtapeError
+from ..interop import timing_note
 from ..match import Matcher
 from ..profiles import Profile, Schedule, StepKind, parse_profile
 from ..wire import (
@@ -425,7 +426,7 @@ class ReplayServer:
             self._emit(ServedRequest(
                 number, req.method, req.target, sched.status or None, served.interaction,
                 served.source, served.profile, outcome, pieces=pieces, bytes=nbytes,
-                duration_ns=time.perf_counter_ns() - t0,
+                duration_ns=time.perf_counter_ns() - t0, detail=timing_note(ix, profile) or "",
             ))
 
         outcome, pieces, nbytes, keep = await self._play(sched, req, reader, writer, t0, keep_alive,
