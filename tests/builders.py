@@ -16,8 +16,9 @@ cassette); :data:`MS` and :data:`S` spell them. JSON inside events keeps its
 UTF-8 unescaped, as vLLM and llama.cpp send it, so a stream can be cut inside a
 character.
 
-:func:`wait_until` is the one way a test waits for something to happen in
-another thread or process: a bounded poll of a condition, never a fixed sleep.
+:func:`wait_until` (and :func:`async_wait_until` inside a coroutine) is the one
+way a test waits for something to happen in another thread or process: a
+bounded poll of a condition, never a fixed sleep.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def interaction(
 WORDS = ["Hel", "lo", ", ", "wör", "ld", "!"]
 """The words of the default chat stream ("Hello, wörld!")."""
 EVENTS = chat_events(WORDS)
-"""The default chat stream: role chunk, one event per word, finish, ``[DONE]``."""
+"""The default chat stream: the role event, one event per word, the finish, ``[DONE]``."""
 CHAT_URL = "https://api.openai.com/v1/chat/completions"
 CHAT_BODY = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
