@@ -64,8 +64,7 @@ nearest wins, argument by argument).
 
 - ``profile``: one profile (``"faithful"``, ``"instant"``,
   ``"chunk=utf8-split;latency=instant"``...), or a list: the test runs once per
-  profile (``"adversarial:*"`` in a list stands for the adversarial set, ids
-  ``adversarial:<name>``).
+  profile (``"adversarial:*"`` in a list stands for the adversarial set).
 - ``profiles``: the name of a profile set (``"adversarial"``: ids
   ``utf8-split``, ``bytes-1``...) or a list of profiles.
 - ``--streamtape-profile P`` (repeatable) is the profile of every test whose

@@ -30,6 +30,7 @@ import contextlib
 import importlib
 import threading
 import time
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -133,7 +134,12 @@ class ProxyRecorder:
 
     def start(self, timeout: float = 30.0) -> str:
         """Start the proxy; return its URL. Raises :class:`StreamtapeError` if it cannot run."""
-        from ..mitm import RecordAddon
+        with warnings.catch_warnings():
+            # mitmproxy imports ldap3, which uses names pyasn1 has deprecated: noise in
+            # the test's warning summary that nobody running the test can act on.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from ..mitm import RecordAddon
+            from ..mitm_replay import ReplayAddon
 
         options: dict[str, object] = {
             "streamtape_out": str(self.out),
@@ -141,8 +147,6 @@ class ProxyRecorder:
             "streamtape_label": [f"test={self.label.replace(',', ' ')}"],
         }
         if self.replay is not None:
-            from ..mitm_replay import ReplayAddon
-
             replay_addon = ReplayAddon(on_error=self._on_error)
             self._replay_addon = replay_addon
             self._addons.append(replay_addon)

@@ -138,14 +138,15 @@ def check_upstream(url: object, where: str) -> str:
 
 
 def expand_profiles(texts: Sequence[str]) -> list[MatrixProfile]:
-    """Profiles with ``adversarial:*`` expanded (ids ``adversarial:<name>``); each one parsed
+    """Profiles with ``adversarial:*`` expanded (ids: the member names, as for
+    ``profiles="adversarial"``); each one parsed
     (raises :class:`~streamtape.errors.ProfileError` for a bad one)."""
     out: list[MatrixProfile] = []
     for text in texts:
         if not isinstance(text, str):
             raise OptionError(f"a profile is text, not {text!r}")
         if text.strip() == ALL_ADVERSARIAL:
-            out.extend(MatrixProfile(f"adversarial:{name}", prof) for name, prof in ADVERSARIAL.items())
+            out.extend(MatrixProfile(name, prof) for name, prof in ADVERSARIAL.items())
         else:
             parse_profile(text)
             out.append(MatrixProfile(text, text))
