@@ -32,6 +32,7 @@ from typing import Any
 from ..cassette import Cassette, Interaction, load_many
 from ..clock import sleep_until
 from ..errors import NoMatchError, OptionError, StreamtapeError
+from ..fmt import jsonable
 from ..interop import timing_note
 from ..match import Matcher
 from ..profiles import Profile, Schedule, StepKind, parse_profile
@@ -576,21 +577,8 @@ def control_response(method: str, target: str, matcher: Matcher) -> tuple[int, b
     """The status and JSON body for a request under :data:`CONTROL_PREFIX`."""
     path = target.split("?", 1)[0]
     if method == "GET" and path == CONTROL_PREFIX + "requests":
-        return 200, json.dumps(_jsonable(matcher.received), indent=None).encode()
+        return 200, json.dumps(jsonable(matcher.received), indent=None).encode()
     return 404, error_body(f"unknown control endpoint {method} {path}", ErrorType.BAD_REQUEST)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, bytes):
-        try:
-            return v.decode()
-        except UnicodeDecodeError:
-            return v.decode("latin-1")
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
 
 
 def _collect(source: ReplaySource) -> tuple[list[Interaction], list[str | None]]:
