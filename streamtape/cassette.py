@@ -556,6 +556,9 @@ class CassetteWriter:
         self.path = Path(path)
         self.next_id = 0
         self.dropped_tail = 0
+        # Ids are taken from more than one thread (the proxy's loop, the shadow
+        # sender's): a lock keeps two interactions from getting one id.
+        self._id_lock = threading.Lock()
         if self.path.exists() and self.path.stat().st_size > 0:
             _header, records, good_end, size = read_records(self.path)
             ids = [record_id(r) for r in records if record_kind(r) != "?"]
@@ -575,8 +578,9 @@ class CassetteWriter:
             self._write([make_header()], sync=True)
 
     def new_id(self) -> int:
-        rid = self.next_id
-        self.next_id += 1
+        with self._id_lock:
+            rid = self.next_id
+            self.next_id += 1
         return rid
 
     def _write(self, records: Sequence[Record], sync: bool) -> None:

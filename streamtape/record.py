@@ -20,7 +20,7 @@ their size on disk.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .cassette import (
@@ -93,6 +93,7 @@ class _Flight:
     unsent: list[Piece] = field(default_factory=list)
     last_sent_at: int = 0
     unsent_bytes: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 Sink = Callable[[list[Record]], None]
@@ -128,9 +129,13 @@ class Recorder:
     def in_flight(self) -> int:
         return len(self._flights)
 
-    def begin(self, key: object, request: Request, t0_ns: int) -> None:
-        """The proxy has the whole request; ``t0_ns`` (a perf_counter_ns reading) is t = 0."""
-        self._flights[key] = _Flight(None, self.redaction.request(request), t0_ns)
+    def begin(
+        self, key: object, request: Request, t0_ns: int, labels: Mapping[str, str] | None = None
+    ) -> None:
+        """The proxy has the whole request; ``t0_ns`` (a perf_counter_ns reading) is t = 0.
+        ``labels`` are this flow's own, on top of the recorder's (shadow pairs: ``pair=``)."""
+        merged = {**self.labels, **labels} if labels else self.labels
+        self._flights[key] = _Flight(None, self.redaction.request(request), t0_ns, labels=merged)
 
     def has(self, key: object) -> bool:
         return key in self._flights
@@ -166,7 +171,7 @@ class Recorder:
                     "id": f.rid,
                     "request": encode_request(f.request),
                     "response": encode_response_head(f.response),
-                    "labels": self.labels,
+                    "labels": f.labels,
                 }
             ]
         )
@@ -208,7 +213,7 @@ class Recorder:
             return None
         end_ns = now_ns - f.t0_ns
         response = replace(f.response, pieces=tuple(f.pieces)) if f.response else None
-        ix = Interaction(f.request, response, outcome, error, end_ns, dict(self.labels))
+        ix = Interaction(f.request, response, outcome, error, end_ns, dict(f.labels))
         if f.rid is None:
             # No response head (upstream refused, or it failed before answering).
             f.rid = self.new_id()
@@ -219,7 +224,7 @@ class Recorder:
                         "id": f.rid,
                         "request": encode_request(f.request),
                         "response": None,
-                        "labels": self.labels,
+                        "labels": f.labels,
                     }
                 ]
             )
