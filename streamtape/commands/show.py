@@ -16,6 +16,8 @@ from ..shapes.render import (
     analysis_fields,
     event_json,
     events_lines,
+    reasoning_lines,
+    result_json,
     stats_fields,
     stats_lines,
     text_lines,
@@ -172,16 +174,22 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--events", "show_events", is_flag=True,
               help="With -i: the normalized timeline (offset, event) instead of the pieces.")
-@click.option("--text", "show_text", is_flag=True, help="With -i: the assembled answer only.")
+@click.option("--text", "show_text", is_flag=True,
+              help="With -i: the assembled answer text alone (tool calls: --events, --json).")
+@click.option("--reasoning", "show_reasoning", is_flag=True,
+              help="With -i: the assembled reasoning (thinking) alone.")
 @click.option("--shape", default=None, metavar="NAME",
               help=f"Read the stream as this format instead of detecting it: {', '.join(SHAPES)}.")
 def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
-         shape: str | None) -> None:
+         show_reasoning: bool, shape: str | None) -> None:
     """List a cassette's interactions, or print one interaction's stats and timeline (-i N)."""
     if shape is not None:
         check_shape(shape)
-    if index is None and (show_events or show_text):
-        raise OptionError("--events and --text need an interaction: add -i N")
+    if index is None and (show_events or show_text or show_reasoning):
+        raise OptionError("--events, --text and --reasoning need an interaction: add -i N")
+    if show_text and show_reasoning and not as_json:
+        raise OptionError("--text and --reasoning each print one text alone: use one, "
+                          "or add --json for both")
     cas = load(file)
     warn(cas)
     if index is None:
@@ -198,6 +206,7 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
         doc = interaction_json(ix, index)
         doc["analysis"] = analysis_fields(analysis)
         doc["stats"] = stats_fields(stats)
+        doc["result"] = result_json(analysis)
         if show_events:
             doc["events"] = [event_json(e) for e in analysis.events]
         if show_text:
@@ -205,10 +214,12 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
             doc["tool_calls"] = [{"index": c.index, "id": c.id, "name": c.name,
                                   "arguments": c.arguments, "parsed": c.parsed}
                                  for c in analysis.tool_calls]
+        if show_reasoning:
+            doc["reasoning"] = analysis.reasoning
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
-    if show_text:
-        for line in text_lines(analysis):
+    if show_text or show_reasoning:
+        for line in text_lines(analysis) if show_text else reasoning_lines(analysis):
             click.echo(line)
         return
     body = events_lines(analysis) if show_events else timeline_lines(ix)

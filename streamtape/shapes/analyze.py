@@ -21,7 +21,17 @@ from . import (
 )
 from .body import decoded_body
 from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, wire_of
-from .model import Analysis, Event, Finish, ShapeName, ToolCall, Usage, Wire, WireEvent
+from .model import (
+    Analysis,
+    Choice,
+    Event,
+    Finish,
+    ShapeName,
+    ToolCall,
+    Usage,
+    Wire,
+    WireEvent,
+)
 from .ndjson import NDJSONParser
 from .sse import SSEEvent, SSEParser
 
@@ -127,32 +137,95 @@ class _CallParts:
     args: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _ChoiceParts:
+    """One choice while its events are collected."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    reasoning_part: tuple[str | None, int | None] | None = None
+    """The block or summary part (item id, index) the last reasoning text belonged to."""
+    signatures: dict[int, str] = field(default_factory=dict)
+    redacted: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: dict[int, _CallParts] = field(default_factory=dict)
+    finish: Finish | None = None
+    role: str | None = None
+
+    def add_reasoning(self, e: Event) -> None:
+        if e.text:
+            # A new thinking block or summary part starts a new paragraph, so two
+            # blocks never run together into one sentence.
+            part = (e.id, e.index)
+            if self.reasoning and self.reasoning_part is not None and part != self.reasoning_part:
+                self.reasoning.append("\n\n")
+            self.reasoning.append(e.text)
+            self.reasoning_part = part
+        if e.signature is not None:
+            # Anthropic's signature_delta replaces the block's signature, never extends it.
+            self.signatures[e.index if e.index is not None else -1] = e.signature
+        if e.redacted is not None:
+            self.redacted.append(e.redacted)
+
+    def add_call(self, e: Event) -> None:
+        calls = self.calls
+        idx = e.index if e.index is not None else (max(calls) if calls else 0)
+        c = calls.setdefault(idx, _CallParts())
+        if e.id and not c.id:
+            c.id = e.id
+        if e.name and not c.name:
+            c.name = e.name
+        c.args.append(e.arguments or "")
+
+    def build(self, index: int) -> Choice:
+        calls = []
+        for idx in sorted(self.calls):
+            c = self.calls[idx]
+            args = "".join(c.args)
+            parsed, ok = _parse_json(args)
+            calls.append(ToolCall(idx, c.id, c.name, args, parsed, ok))
+        return Choice(
+            index=index,
+            text="".join(self.text),
+            reasoning="".join(self.reasoning),
+            refusal="".join(self.refusal),
+            tool_calls=calls,
+            finish=self.finish,
+            role=self.role,
+            reasoning_signatures=[self.signatures[k] for k in sorted(self.signatures)],
+            redacted_reasoning=list(self.redacted),
+        )
+
+
 def assemble(a: Analysis) -> Analysis:
-    """Fill text, tool calls, finish, usage, errors, done and role from ``a.events``."""
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, _CallParts] = {}
+    """Fill the choices, text, reasoning, tool calls, finish, usage, errors, done and
+    role from ``a.events``.
+
+    Every choice is assembled on its own (an event without a choice belongs to
+    choice 0); the analysis's own ``text``, ``reasoning``, ``tool_calls`` and
+    ``finish`` are choice 0's, as they always were. Reasoning and refusals are
+    assembled apart from the answer text.
+    """
+    parts: dict[int, _ChoiceParts] = {0: _ChoiceParts()}
     for e in a.events:
         k = e.kind
-        if e.choice not in (None, 0):
-            continue
+        ch = parts.setdefault(e.choice if e.choice is not None else 0, _ChoiceParts())
         if k == "text":
             if e.special:
-                a.special_tokens.append(e.text or "")
-            elif e.channel == "reasoning":
-                reasoning.append(e.text or "")
+                if e.choice in (None, 0):
+                    a.special_tokens.append(e.text or "")
+            elif e.channel == "reasoning":  # a normalizer outside this package, older style
+                ch.reasoning.append(e.text or "")
             elif e.channel is None:
-                text.append(e.text or "")
+                ch.text.append(e.text or "")
+        elif k == "reasoning":
+            ch.add_reasoning(e)
+        elif k == "refusal":
+            ch.refusal.append(e.text or "")
         elif k == "tool_call":
-            idx = e.index if e.index is not None else (max(calls) if calls else 0)
-            c = calls.setdefault(idx, _CallParts())
-            if e.id and not c.id:
-                c.id = e.id
-            if e.name and not c.name:
-                c.name = e.name
-            c.args.append(e.arguments or "")
+            ch.add_call(e)
         elif k == "finish":
-            a.finish = Finish(e.reason or "other", e.raw_reason, e.at_ns)
+            ch.finish = Finish(e.reason or "other", e.raw_reason, e.at_ns)
         elif k == "usage":
             prev = a.usage
             a.usage = Usage(
@@ -162,20 +235,23 @@ def assemble(a: Analysis) -> Analysis:
                 else (prev.completion_tokens if prev else None),
                 dict(e.durations or (prev.durations if prev else {})),
                 e.at_ns,
+                e.reasoning_tokens if e.reasoning_tokens is not None
+                else (prev.reasoning_tokens if prev else None),
             )
         elif k == "error":
             a.errors.append(e)
         elif k == "done":
             a.done = True
-        elif k == "start" and a.role is None:
-            a.role = e.role
-    a.text = "".join(text)
-    a.reasoning = "".join(reasoning)
-    for idx in sorted(calls):
-        c = calls[idx]
-        args = "".join(c.args)
-        parsed, ok = _parse_json(args)
-        a.tool_calls.append(ToolCall(idx, c.id, c.name, args, parsed, ok))
+        elif k == "start" and ch.role is None:
+            ch.role = e.role
+    a.choices = [parts[i].build(i) for i in sorted(parts)]
+    first = a.choices[0]
+    a.text = first.text
+    a.reasoning = first.reasoning
+    a.refusal = first.refusal
+    a.tool_calls = first.tool_calls
+    a.finish = first.finish
+    a.role = first.role
     return a
 
 

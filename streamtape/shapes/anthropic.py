@@ -1,4 +1,13 @@
-"""Anthropic Messages stream (``event: message_start`` ... ``message_stop``)."""
+"""Anthropic Messages stream (``event: message_start`` ... ``message_stop``).
+
+Extended thinking arrives in ``thinking`` content blocks apart from the ``text``
+blocks: ``thinking_delta`` fragments, then one ``signature_delta`` just before
+the block stops (it replaces the block's signature; the SDK does the same). A
+``redacted_thinking`` block has no deltas at all: its opaque ``data`` comes whole
+in ``content_block_start``. All three become ``reasoning`` events carrying the
+block index, so blocks assemble apart. Thinking tokens are counted inside
+``output_tokens``; newer servers also send ``output_tokens_details.thinking_tokens``.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +60,12 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
                                  arguments="" if not inp else _json(inp), source=src))
             elif bt == "text" and (text := as_str(block.get("text"))):
                 out.append(Event(at, "text", text=text, source=src))
+            elif bt == "thinking" and (text := as_str(block.get("thinking"))):
+                out.append(Event(at, "reasoning", text=text, index=as_int(v.get("index")),
+                                 source=src))
+            elif bt == "redacted_thinking":
+                out.append(Event(at, "reasoning", redacted=as_str(block.get("data")) or "",
+                                 index=as_int(v.get("index")), source=src))
         elif t == "content_block_delta":
             d = as_dict(v.get("delta"))
             dt = d.get("type")
@@ -64,7 +79,13 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             elif dt == "thinking_delta":
                 text = as_str(d.get("thinking"))
                 if text:
-                    out.append(Event(at, "text", text=text, channel="reasoning", source=src))
+                    out.append(Event(at, "reasoning", text=text, index=as_int(v.get("index")),
+                                     source=src))
+            elif dt == "signature_delta":
+                sig = as_str(d.get("signature"))
+                if sig is not None:
+                    out.append(Event(at, "reasoning", signature=sig, index=as_int(v.get("index")),
+                                     source=src))
         elif t == "message_delta":
             d = as_dict(v.get("delta"))
             raw = as_str(d.get("stop_reason"))
@@ -74,8 +95,13 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             u = v.get("usage")
             if isinstance(u, dict):
                 pt = as_int(u.get("input_tokens"))
+                details = as_dict(u.get("output_tokens_details"))
                 out.append(Event(at, "usage", prompt_tokens=pt if pt is not None else prompt_tokens,
-                                 completion_tokens=as_int(u.get("output_tokens")), source=src))
+                                 completion_tokens=as_int(u.get("output_tokens")),
+                                 reasoning_tokens=as_int(details.get("thinking_tokens")
+                                                         if "thinking_tokens" in details
+                                                         else details.get("reasoning_tokens")),
+                                 source=src))
         elif t == "message_stop":
             out.append(Event(at, "done", source=src))
     return out

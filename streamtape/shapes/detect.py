@@ -67,10 +67,31 @@ def wire_of(ix: Interaction) -> Wire | None:
     return _sniff_wire(body.data[:_SNIFF])
 
 
+def _choices_shape(choices: list[Any]) -> ShapeName | None:
+    """What OpenAI choices hold: ``delta`` is chat, ``text`` a legacy completion."""
+    kinds = [c for c in choices if isinstance(c, dict)]
+    if any(isinstance(c.get("delta"), dict) for c in kinds):
+        return "openai-chat"
+    if any("text" in c for c in kinds):
+        return "openai-completions"
+    return None
+
+
 def shape_of_value(v: Any, event: str = "message") -> ShapeName | None:
-    """The format one decoded JSON event belongs to, or None when it does not tell."""
+    """The format one decoded JSON event belongs to, or None when it does not tell.
+
+    The payload's structure decides before any label: OpenAI-compatible servers
+    are not all truthful about ``object`` (some send chat deltas as
+    ``"object": "text_completion"``), so ``choices[].delta`` means chat and
+    ``choices[].text`` a legacy completion whatever ``object`` says. The label
+    only decides when the choices do not tell (``choices: []`` on a usage chunk or
+    Azure's first ``prompt_filter_results`` chunk).
+    """
     if not isinstance(v, dict):
         return None
+    choices = v.get("choices")
+    if isinstance(choices, list) and (s := _choices_shape(choices)) is not None:
+        return s
     obj = v.get("object")
     if obj == "chat.completion.chunk":
         return "openai-chat"
@@ -85,12 +106,6 @@ def shape_of_value(v: Any, event: str = "message") -> ShapeName | None:
             return "anthropic"
     if event.startswith("response."):
         return "openai-responses"
-    if "choices" in v and isinstance(v["choices"], list):
-        ch = v["choices"][0] if v["choices"] else {}
-        if isinstance(ch, dict) and "delta" in ch:
-            return "openai-chat"
-        if isinstance(ch, dict) and "text" in ch:
-            return "openai-completions"
     if isinstance(v.get("token"), dict):
         return "tgi"
     if "done" in v and ("message" in v or "response" in v):

@@ -30,7 +30,13 @@ ShapeName = Literal[
 Wire = Literal["sse", "ndjson"]
 """How a body is cut into events: server-sent events, or one JSON value per line."""
 
-EventKind = Literal["start", "text", "tool_call", "finish", "usage", "error", "done"]
+EventKind = Literal[
+    "start", "text", "reasoning", "refusal", "tool_call", "finish", "usage", "error", "done",
+]
+"""What a normalized event says. ``reasoning`` (the model's thinking) and ``refusal`` (a
+refusal in place of an answer) are kinds of their own, never ``text``: a consumer that
+joins the ``text`` events gets the answer and nothing else, whatever the server sent
+beside it."""
 KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
@@ -38,7 +44,9 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"
 REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
 
 Channel = Literal["reasoning", "refusal"]
-"""Text kept out of the answer: thinking, or a refusal (Responses API)."""
+"""Text kept out of the answer. Earlier versions put thinking and refusals in ``text``
+events with this channel; they are now the event kinds of the same names, and
+:attr:`Event.channel` is always None. Kept so code that reads it still runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,16 +75,22 @@ class Event:
     """A normalized event. Fields not meaningful for ``kind`` are None.
 
     - start: ``role``
-    - text: ``text`` (``special`` True for tokens kept out of the answer, e.g. TGI
-      special tokens; ``channel`` "reasoning" for thinking text, also kept out)
+    - text: ``text``, a piece of the answer (``special`` True for tokens kept out of
+      the answer, e.g. TGI special tokens)
+    - reasoning: the model's thinking, apart from the answer: ``text`` (a fragment of
+      the reasoning or of its summary), or ``signature`` (Anthropic: the signature of
+      the thinking block so far; a later one replaces it), or ``redacted`` (the opaque
+      data of a redacted thinking block). ``index`` keeps blocks or summary parts apart.
+    - refusal: ``text``, a piece of a refusal given instead of an answer
     - tool_call: ``index``, ``id``, ``name``, ``arguments`` (this fragment's text)
     - finish: ``reason`` (one of REASONS), ``raw_reason`` (the server's value)
-    - usage: ``prompt_tokens``, ``completion_tokens``, ``durations`` (ns)
+    - usage: ``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``,
+      ``durations`` (ns)
     - error: ``error`` (the error object or message)
     - done: the format's final marker (``[DONE]``, ``message_stop``, ``done: true``...)
 
     ``source`` is the index of the wire event it came from; ``choice`` the
-    OpenAI choice index when the format has several.
+    OpenAI choice index when the format has several (None counts as choice 0).
     """
 
     at_ns: int
@@ -96,16 +110,31 @@ class Event:
     source: int | None = None
     special: bool | None = None
     channel: Channel | None = None
+    """Always None now (see :data:`Channel`)."""
     choice: int | None = None
+    signature: str | None = None
+    redacted: str | None = None
+    reasoning_tokens: int | None = None
 
     @property
     def is_content(self) -> bool:
-        """A non-empty piece of the answer: visible text or a tool-call fragment."""
-        if self.kind == "text":
-            return bool(self.text) and not self.special and self.channel is None
+        """A non-empty piece of the answer: visible text, a refusal, or a tool-call fragment."""
+        if self.kind in ("text", "refusal"):
+            return bool(self.text) and not self.special
         if self.kind == "tool_call":
             return bool(self.arguments or self.name)
         return False
+
+    @property
+    def is_reasoning(self) -> bool:
+        """A piece of reasoning the model produced: thinking text or a redacted block
+        (a signature is a seal on reasoning already sent, not more of it)."""
+        return self.kind == "reasoning" and bool(self.text or self.redacted)
+
+    @property
+    def is_token(self) -> bool:
+        """Output the model generated: answer content or reasoning (what timing counts)."""
+        return self.is_content or self.is_reasoning
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +162,29 @@ class Usage:
     completion_tokens: int | None
     durations: dict[str, int]
     at_ns: int
+    reasoning_tokens: int | None = None
+    """Of the completion tokens, how many were reasoning, when the server says
+    (``completion_tokens_details.reasoning_tokens``, ``output_tokens_details``)."""
+
+
+@dataclass
+class Choice:
+    """One assembled answer. OpenAI-style servers send ``n`` of them in one stream,
+    told apart by ``choices[].index``; every other format has one, choice 0."""
+
+    index: int
+    text: str = ""
+    reasoning: str = ""
+    """The reasoning text, blocks or summary parts separated by a blank line."""
+    refusal: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish: Finish | None = None
+    role: str | None = None
+    reasoning_signatures: list[str] = field(default_factory=list)
+    """The signature of each signed thinking block (Anthropic), in block order: opaque,
+    byte-exact, sent back to the server as is."""
+    redacted_reasoning: list[str] = field(default_factory=list)
+    """The opaque data of each redacted thinking block, in order."""
 
 
 @dataclass
@@ -158,6 +210,12 @@ class Analysis:
     # additions beyond the contract
     wire_events: list[WireEvent] = field(default_factory=list)
     reasoning: str = ""
+    """Choice 0's reasoning (see :class:`Choice`)."""
+    refusal: str = ""
+    """Choice 0's refusal text."""
+    choices: list[Choice] = field(default_factory=list)
+    """Every choice assembled, by index; choice 0 is always there. ``text``,
+    ``reasoning``, ``refusal``, ``tool_calls`` and ``finish`` above are choice 0's."""
     special_tokens: list[str] = field(default_factory=list)
     partial_tail: bytes = b""
     """Bytes after the last complete wire event (a cut event, when not empty)."""

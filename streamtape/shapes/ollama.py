@@ -1,4 +1,8 @@
-"""Ollama native NDJSON: ``/api/chat`` (``message.content``) and ``/api/generate`` (``response``)."""
+"""Ollama native NDJSON: ``/api/chat`` (``message.content``) and ``/api/generate`` (``response``).
+
+With ``think``, the reasoning comes first as ``message.thinking`` (chat) or a
+top-level ``thinking`` (generate), on lines whose ``content``/``response`` is "".
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             started = True
             thinking = as_str(msg.get("thinking"))
             if thinking:
-                out.append(Event(at, "text", text=thinking, channel="reasoning", source=src))
+                out.append(Event(at, "reasoning", text=thinking, source=src))
             content = as_str(msg.get("content"))
             if content:
                 out.append(Event(at, "text", text=content, source=src))
@@ -48,7 +52,7 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
         else:
             thinking = as_str(v.get("thinking"))
             if thinking:
-                out.append(Event(at, "text", text=thinking, channel="reasoning", source=src))
+                out.append(Event(at, "reasoning", text=thinking, source=src))
             text = as_str(v.get("response"))
             if text:
                 out.append(Event(at, "text", text=text, source=src))

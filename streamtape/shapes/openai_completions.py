@@ -1,30 +1,13 @@
-"""OpenAI legacy completions (``text_completion``, ``choices[].text``) on ``/v1/completions``."""
+"""OpenAI legacy completions (``text_completion``, ``choices[].text``) on ``/v1/completions``.
+
+One reader serves both OpenAI formats: what a choice holds decides how it is
+read (``text`` here, ``delta`` in chat), because servers do not always label
+their chunks truthfully (some send chat deltas as ``"object": "text_completion"``).
+The shape name still says which endpoint the stream came from.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from .openai_chat import normalize
 
-from .common import as_int, as_str, objects
-from .model import Event, WireEvent
-from .openai_chat import finish_reason, usage_event
-
-
-def normalize(wires: Sequence[WireEvent]) -> list[Event]:
-    out: list[Event] = []
-    for w, v in objects(wires, out):
-        choices = v.get("choices")
-        for ch in choices if isinstance(choices, list) else ():
-            if not isinstance(ch, dict):
-                continue
-            ci = as_int(ch.get("index"))
-            text = as_str(ch.get("text"))
-            if text:
-                out.append(Event(w.at_ns, "text", text=text, source=w.index, choice=ci))
-            raw = as_str(ch.get("finish_reason"))
-            if raw:
-                out.append(Event(w.at_ns, "finish", reason=finish_reason(raw), raw_reason=raw,
-                                 source=w.index, choice=ci))
-        u = usage_event(w, v.get("usage"))
-        if u is not None:
-            out.append(u)
-    return out
+__all__ = ["normalize"]

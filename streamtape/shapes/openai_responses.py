@@ -1,4 +1,12 @@
-"""OpenAI Responses API event stream (``event: response.*``, typed JSON events)."""
+"""OpenAI Responses API event stream (``event: response.*``, typed JSON events).
+
+Reasoning is an output item of its own (``rs_...``): its summary comes as
+``response.reasoning_summary_text.delta`` (one ``summary_index`` per part), raw
+reasoning text (gpt-oss and other self-hosted servers) as
+``response.reasoning_text.delta``. Both become ``reasoning`` events carrying the
+item id and the part index, so parts assemble as paragraphs. A refusal comes as
+``response.refusal.delta``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ from collections.abc import Sequence
 
 from .common import as_dict, as_int, as_str, done_event
 from .model import Event, FinishReason, WireEvent
+from .openai_chat import usage_event
 
 INCOMPLETE: dict[str, FinishReason] = {"max_output_tokens": "length", "content_filter": "content_filter"}
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -36,12 +45,14 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
                 out.append(Event(at, "text", text=d, source=src))
         elif t in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
             d = as_str(v.get("delta"))
+            part = v.get("summary_index") if t.endswith("summary_text.delta") else v.get("content_index")
             if d:
-                out.append(Event(at, "text", text=d, channel="reasoning", source=src))
+                out.append(Event(at, "reasoning", text=d, id=as_str(v.get("item_id")),
+                                 index=as_int(part), source=src))
         elif t == "response.refusal.delta":
             d = as_str(v.get("delta"))
             if d:
-                out.append(Event(at, "text", text=d, channel="refusal", source=src))
+                out.append(Event(at, "refusal", text=d, source=src))
         elif t == "response.output_item.added":
             item = as_dict(v.get("item"))
             if item.get("type") == "function_call":
@@ -70,9 +81,8 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
             else:
                 out.append(Event(at, "finish", reason="tool_calls" if saw_call else "stop",
                                  raw_reason=status or "completed", source=src))
-            u = resp.get("usage")
-            if isinstance(u, dict):
-                out.append(Event(at, "usage", prompt_tokens=as_int(u.get("input_tokens")),
-                                 completion_tokens=as_int(u.get("output_tokens")), source=src))
+            u = usage_event(w, resp.get("usage"))
+            if u is not None:
+                out.append(u)
             out.append(Event(at, "done", source=src))
     return out

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..stats import Stats
-from .model import Analysis, Event
+from .model import Analysis, Choice, Event, ToolCall
 
 
 def _q(s: str | None, limit: int = 120) -> str:
@@ -30,6 +30,15 @@ def event_detail(e: Event) -> str:
         if e.channel:
             tags.append(e.channel)
         return _q(e.text) + (f"  ({', '.join(tags)})" if tags else "")
+    if k == "reasoning":
+        block = f"#{e.index} " if e.index is not None else ""
+        if e.signature is not None:
+            return f"{block}signature ({len(e.signature)} characters)"
+        if e.redacted is not None:
+            return f"{block}redacted ({len(e.redacted)} characters of opaque data)"
+        return block + _q(e.text)
+    if k == "refusal":
+        return _q(e.text)
     if k == "tool_call":
         parts = [f"#{e.index}"]
         if e.id:
@@ -42,6 +51,8 @@ def event_detail(e: Event) -> str:
         return f"{e.reason} ({e.raw_reason})" if e.raw_reason not in (None, e.reason) else str(e.reason)
     if k == "usage":
         parts = [f"prompt={e.prompt_tokens}", f"completion={e.completion_tokens}"]
+        if e.reasoning_tokens is not None:
+            parts.append(f"reasoning={e.reasoning_tokens}")
         parts += [f"{name}={_ms(ns)}ms" for name, ns in (e.durations or {}).items()]
         return " ".join(parts)
     if k == "error":
@@ -62,13 +73,74 @@ def events_lines(analysis: Analysis) -> list[str]:
     return lines
 
 
-def text_lines(analysis: Analysis) -> list[str]:
-    """The assembled answer, then any tool calls (name and joined arguments)."""
-    out = analysis.text.split("\n") if analysis.text else []
-    for c in analysis.tool_calls:
-        out.append(f"[tool call #{c.index} {c.name or '?'}({c.arguments})"
-                   + ("" if c.valid_json or not c.arguments else "  (arguments not valid JSON)") + "]")
+def _per_choice(analysis: Analysis, read: str) -> list[str]:
+    """One assembled field of every choice as lines: alone for a single choice, under a
+    ``[choice N]`` line each when there are several."""
+    choices = analysis.choices or [Choice(0, text=analysis.text, reasoning=analysis.reasoning)]
+    if len(choices) == 1:
+        value: str = getattr(choices[0], read)
+        return value.split("\n") if value else []
+    out: list[str] = []
+    for c in choices:
+        value = getattr(c, read)
+        out.append(f"[choice {c.index}]")
+        out.extend(value.split("\n") if value else [])
     return out
+
+
+def text_lines(analysis: Analysis) -> list[str]:
+    """The assembled answer text alone, what a script pipes on. Tool calls, reasoning
+    and a refusal are not answer text: they are in ``--events`` and ``--json``."""
+    return _per_choice(analysis, "text")
+
+
+def reasoning_lines(analysis: Analysis) -> list[str]:
+    """The assembled reasoning alone (blocks and summary parts a blank line apart)."""
+    return _per_choice(analysis, "reasoning")
+
+
+def tool_call_json(c: ToolCall) -> dict[str, Any]:
+    return {"index": c.index, "id": c.id, "name": c.name, "arguments": c.arguments,
+            "parsed": c.parsed, "valid_json": c.valid_json}
+
+
+def choice_json(c: Choice) -> dict[str, Any]:
+    """One assembled choice: answer, reasoning, refusal, tool calls with parsed arguments,
+    finish."""
+    return {
+        "index": c.index,
+        "role": c.role,
+        "text": c.text,
+        "reasoning": c.reasoning,
+        "refusal": c.refusal or None,
+        "tool_calls": [tool_call_json(t) for t in c.tool_calls],
+        "finish": None if c.finish is None else {"reason": c.finish.reason, "raw": c.finish.raw},
+        "reasoning_signatures": c.reasoning_signatures,
+        "redacted_reasoning": c.redacted_reasoning,
+    }
+
+
+def usage_json(analysis: Analysis) -> dict[str, Any] | None:
+    u = analysis.usage
+    if u is None:
+        return None
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+        "durations_ns": u.durations,
+    }
+
+
+def result_json(analysis: Analysis) -> dict[str, Any]:
+    """The assembled result for scripts: every choice, and the usage of the whole
+    response (servers count tokens per response, not per choice)."""
+    return {
+        "choices": [choice_json(c) for c in analysis.choices],
+        "usage": usage_json(analysis),
+        "errors": [e.error for e in analysis.errors],
+        "done": analysis.done,
+    }
 
 
 def analysis_fields(analysis: Analysis) -> dict[str, Any]:
@@ -78,11 +150,7 @@ def analysis_fields(analysis: Analysis) -> dict[str, Any]:
         "shape": a.shape,
         "wire": a.wire,
         "finish": None if a.finish is None else {"reason": a.finish.reason, "raw": a.finish.raw},
-        "usage": None if a.usage is None else {
-            "prompt_tokens": a.usage.prompt_tokens,
-            "completion_tokens": a.usage.completion_tokens,
-            "durations_ns": a.usage.durations,
-        },
+        "usage": usage_json(a),
         "done": a.done,
         "role": a.role,
         "errors": [e.error for e in a.errors],
@@ -92,6 +160,7 @@ def analysis_fields(analysis: Analysis) -> dict[str, Any]:
         "invalid_json": a.invalid_json,
         "events": a.events_count,
         "pieces": a.pieces,
+        "choices": len(a.choices),
     }
 
 
@@ -99,7 +168,7 @@ def event_json(e: Event) -> dict[str, Any]:
     d: dict[str, Any] = {"offset_ms": e.at_ns / 1e6, "kind": e.kind}
     for name in ("role", "text", "index", "id", "name", "arguments", "reason", "raw_reason",
                  "prompt_tokens", "completion_tokens", "durations", "error", "source",
-                 "special", "channel", "choice"):
+                 "special", "channel", "choice", "signature", "redacted", "reasoning_tokens"):
         v = getattr(e, name)
         if v is not None:
             d[name] = v
@@ -113,6 +182,7 @@ def stats_fields(stats: Stats) -> dict[str, Any]:
 
     return {
         "ttfb_ms": m(stats.ttfb_ns),
+        "first_reasoning_ms": m(stats.first_reasoning_ns),
         "ttft_ms": m(stats.ttft_ns),
         "gap_p50_ms": m(stats.gap_p50_ns),
         "gap_p95_ms": m(stats.gap_p95_ns),
@@ -123,6 +193,7 @@ def stats_fields(stats: Stats) -> dict[str, Any]:
         "events_per_piece": None if stats.events_per_piece is None
         else round(stats.events_per_piece, 3),
         "tokens": stats.tokens,
+        "reasoning_tokens": stats.reasoning_tokens,
         "tokens_per_s": None if stats.tokens_per_s is None else round(stats.tokens_per_s, 2),
         "stall_ms": stats.stall_ms,
         "stalls": [{"after_ms": m(s.after_ns), "gap_ms": m(s.gap_ns)} for s in stats.stalls],
@@ -143,7 +214,24 @@ def stats_lines(stats: Stats, analysis: Analysis | None = None) -> list[str]:
                      + (f"  errors: {len(a.errors)}" if a.errors else "")
                      + (f"  keep-alives: {a.keepalives}" if a.keepalives else "")
                      + (f"  cut chars: {a.cut_chars}" if a.cut_chars else ""))
-    lines.append(f"ttfb {_ms(s.ttfb_ns)} ms  ttft {_ms(s.ttft_ns)} ms  "
+    if analysis is not None and len(analysis.choices) > 1:
+        lines.append("choices: " + "  ".join(
+            f"#{c.index} {c.finish.reason if c.finish else 'no finish'}"
+            + (f" ({len(c.text)} chars)" if c.text else "")
+            + (f" {len(c.tool_calls)} tool call(s)" if c.tool_calls else "")
+            for c in analysis.choices))
+    if analysis is not None and (analysis.reasoning or analysis.refusal):
+        parts = []
+        if analysis.reasoning:
+            parts.append(f"reasoning: {len(analysis.reasoning)} characters")
+        if analysis.refusal:
+            parts.append(f"refusal: {_q(analysis.refusal, 80)}")
+        lines.append("  ".join(parts))
+    ttft = f"ttft {_ms(s.ttft_ns)} ms"
+    if s.first_reasoning_ns is not None:
+        ttft = (f"first reasoning token {_ms(s.first_reasoning_ns)} ms  "
+                f"first answer token (ttft) {_ms(s.ttft_ns)} ms")
+    lines.append(f"ttfb {_ms(s.ttfb_ns)} ms  {ttft}  "
                  f"gaps p50 {_ms(s.gap_p50_ns)} / p95 {_ms(s.gap_p95_ns)} / "
                  f"max {_ms(s.gap_max_ns)} ms  duration {_ms(s.duration_ns)} ms")
     epp = "-" if s.events_per_piece is None else f"{s.events_per_piece:.2f}"
