@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..record import DEFAULT_REDACT_HEADERS, REDACTED
+from ..redaction import DEFAULT_REDACT_HEADERS, REDACTED
 
 _SECRET = frozenset(DEFAULT_REDACT_HEADERS)
 INTERNAL_HEADERS = frozenset({"x-streamtape-replay"})
@@ -60,12 +60,12 @@ def from_matcher_entry(entry: Mapping[str, object]) -> SentRequest:
     """A :attr:`streamtape.match.Matcher.received` entry as a :class:`SentRequest`."""
     matched = entry.get("matched")
     error = entry.get("error")
-    raw_headers = entry.get("headers") or []
-    assert isinstance(raw_headers, list)
+    raw_headers = entry.get("headers")
+    pairs = raw_headers if isinstance(raw_headers, list) else []
     return SentRequest(
         method=str(entry["method"]),
         path=str(entry["path"]),
-        headers=redacted((str(k), str(v)) for k, v in raw_headers),
+        headers=redacted((str(k), str(v)) for k, v in pairs),
         body=str(entry.get("body") or ""),
         answer=Answer.REPLAYED if isinstance(matched, int) else Answer.UNMATCHED,
         interaction=matched if isinstance(matched, int) else None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
@@ -93,7 +93,7 @@ class Streamtape:
 
     # -- replay side -------------------------------------------------------------
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str) -> NoReturn:
         pytest.fail(f"streamtape: {message}", pytrace=False)
 
     def _file_cassette(self) -> Cassette:
@@ -152,18 +152,18 @@ class Streamtape:
     def _proxy(self) -> ProxyRecorder:
         if self._recorder is None:
             s = self.settings
-            if s.upstream is None:  # collection checks this; the cassette may have gone since
+            upstream = s.upstream
+            if upstream is None:  # collection checks this; the cassette may have gone since
                 self._fail(
                     f"{s.mode_text()} must record {self._show(self.path)} but has no upstream: "
                     "--streamtape-upstream URL, STREAMTAPE_UPSTREAM or upstream= in the marker"
                 )
-            assert s.upstream is not None
             replay = self.path if self.action is Action.EXTEND and self.path.exists() else None
             if replay is not None:
                 self._file_cassette()  # a corrupt cassette fails here, with its own message
             self._recording = recording_path(self.path)
             recorder = ProxyRecorder(
-                s.upstream,
+                upstream,
                 self._recording,
                 label=self._node_id,
                 replay=replay,
