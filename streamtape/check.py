@@ -28,6 +28,11 @@ FINAL_MARKER: dict[ShapeName, str] = {
 }
 USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
 
+THINK_TAG = re.compile(r"</?think>")
+"""Reasoning left in the answer: what a server without a reasoning parser sends
+(vLLM without ``--reasoning-parser``, llama.cpp with ``--reasoning-format none``,
+older llama.cpp and Ollama builds)."""
+
 CONTROL_TOKENS = re.compile(
     r"<\|[A-Za-z0-9_]+\|>"  # <|eot_id|> <|im_end|> <|endoftext|> <|end|> ...
     r"|</s>|<s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|<eos>|<bos>|<unk>|<pad>"
@@ -37,6 +42,7 @@ Code = Literal[
     "no-response", "http-status", "outcome", "decode-error", "not-a-stream", "no-done",
     "no-finish", "finish-length", "finish-content-filter", "error-event", "invalid-json",
     "control-token", "keepalive", "usage-missing", "cut-event", "tool-args-invalid",
+    "refusal", "reasoning-inline",
 ]
 """A finding's code: stable, for scripts."""
 
@@ -88,16 +94,26 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
         out.append(Finding("no-done", "no data: [DONE] at the end of the stream"))
     elif a.shape in FINAL_MARKER and not a.done:
         out.append(Finding("no-done", f"no final marker ({FINAL_MARKER[a.shape]})"))
-    if a.shape in FINAL_MARKER or a.shape in DONE_SENTINEL:
-        if a.finish is None:
-            out.append(Finding("no-finish", "no finish event (finish_reason / stop reason)"))
-        elif a.finish.reason == "length":
-            out.append(Finding("finish-length",
-                               f"finish reason length ({a.finish.raw}): the answer was cut",
-                               _source_at(a, a.finish.at_ns, "finish")))
-        elif a.finish.reason == "content_filter":
-            out.append(Finding("finish-content-filter",
-                               f"finish reason content_filter ({a.finish.raw})"))
+    several = len(a.choices) > 1
+    for ch in a.choices:
+        # With n > 1 every choice has its own finish; name the choice then.
+        who = f"choice {ch.index}: " if several else ""
+        if a.shape in FINAL_MARKER or a.shape in DONE_SENTINEL:
+            if ch.finish is None:
+                out.append(Finding("no-finish", f"{who}no finish event (finish_reason / stop reason)"))
+            elif ch.finish.reason == "length":
+                out.append(Finding("finish-length",
+                                   f"{who}finish reason length ({ch.finish.raw}): the answer was cut",
+                                   _source_at(a, ch.finish.at_ns, "finish")))
+            elif ch.finish.reason == "content_filter":
+                out.append(Finding("finish-content-filter",
+                                   f"{who}finish reason content_filter ({ch.finish.raw})"))
+        if ch.refusal:
+            out.append(Finding("refusal", f"{who}the model refused: {_short(ch.refusal)}"))
+        if THINK_TAG.search(ch.text):
+            out.append(Finding("reasoning-inline",
+                               f"{who}the answer text holds <think> tags: the server sent the "
+                               "reasoning inline, not split out (no reasoning parser?)"))
     for e in a.errors:
         msg = e.error.get("message", e.error) if isinstance(e.error, dict) else e.error
         out.append(Finding("error-event", f"error event after HTTP {r.status}: {_short(msg)}",
@@ -105,7 +121,7 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
     for i in a.invalid_json:
         out.append(Finding("invalid-json", f"event {i} is not valid JSON: "
                            f"{_short(a.wire_events[i].data)}", i))
-    for m in _control_tokens(a.text):
+    for m in _control_tokens("".join(ch.text for ch in a.choices)):
         out.append(Finding("control-token", f"control token {m} in the text"))
     if a.keepalives:
         out.append(Finding("keepalive", f"{a.keepalives} keep-alive comment"
@@ -116,11 +132,13 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
     if a.partial_tail.strip():
         out.append(Finding("cut-event", f"the stream ends inside an event "
                            f"({len(a.partial_tail)} bytes after the last complete event)"))
-    for c in a.tool_calls:
-        if not c.valid_json and c.arguments.strip():
-            out.append(Finding("tool-args-invalid",
-                               f"tool call {c.index} ({c.name}) arguments are not valid JSON "
-                               f"once joined: {_short(c.arguments)}"))
+    for ch in a.choices:
+        who = f"choice {ch.index}: " if several else ""
+        for c in ch.tool_calls:
+            if not c.valid_json and c.arguments.strip():
+                out.append(Finding("tool-args-invalid",
+                                   f"{who}tool call {c.index} ({c.name}) arguments are not valid "
+                                   f"JSON once joined: {_short(c.arguments)}"))
     return out
 
 

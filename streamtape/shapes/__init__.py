@@ -18,9 +18,10 @@ Which wire and which format:
 The normalized view:
 
 - :func:`analyze` -> :class:`Analysis`: common :class:`Event` s (kinds
-  :data:`EventKind`: start, text, tool_call, finish, usage, error, done) with
-  timestamps, the assembled text, :class:`ToolCall` s, :class:`Finish`
-  (:data:`FinishReason`), :class:`Usage`; :func:`wire_events` ->
+  :data:`EventKind`: start, text, reasoning, refusal, tool_call, finish, usage,
+  error, done) with timestamps; every :class:`Choice` assembled (answer text,
+  reasoning, refusal, :class:`ToolCall` s, :class:`Finish` with
+  :data:`FinishReason`); :class:`Usage`; :func:`wire_events` ->
   :class:`WireEvent`; :data:`NORMALIZERS`, one per format.
 
 Errors in a format's own shape: :func:`error_event` (mid-stream), :func:`error_body`.
@@ -38,6 +39,7 @@ from .model import (
     REASONS,
     Analysis,
     Channel,
+    Choice,
     Event,
     EventKind,
     Finish,
@@ -60,6 +62,7 @@ __all__ = [
     "WIRE_OF_SHAPE",
     "Analysis",
     "Channel",
+    "Choice",
     "DecodedBody",
     "Event",
     "EventKind",
