@@ -424,6 +424,7 @@ def test_no_matrix_no_summary(project: pytest.Pytester) -> None:
         ('record_mode="new_episodes"', "record_mode=new_episodes (marker) needs the real backend to record *"),
         ('record_mod="once"', "streamtape marker: unknown argument 'record_mod' (known: cassette, *"),
         ('upstream="ftp://x"', "upstream: expected an http:// or https:// URL, not 'ftp://x'"),
+        ('upstream="http://127.0.0.1:8080/v1"', "upstream: 'http://127.0.0.1:8080/v1' has a path; give scheme://host[[]:port[]]*"),
     ],
 )
 def test_misuse_is_one_collection_error_naming_the_bad_value(

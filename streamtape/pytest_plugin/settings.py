@@ -134,6 +134,10 @@ def check_upstream(url: object, where: str) -> str:
         raise OptionError(f"{where}: bad port in {url!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise OptionError(f"{where}: expected an http:// or https:// URL, not {url!r}")
+    if parts.path not in ("", "/") or parts.query:
+        raise OptionError(
+            f"{where}: {url!r} has a path; give scheme://host[:port] (each request keeps its own path)"
+        )
     return url.strip().rstrip("/")
 
 
