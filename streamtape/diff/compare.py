@@ -255,7 +255,7 @@ def _error_texts(events: Sequence[Event]) -> list[str]:
 
 def compare_usage(a: Side, b: Side) -> tuple[Check, ...]:
     ua, ub = a.analysis.usage, b.analysis.usage
-    counts = (
+    counts: tuple[tuple[str, int | None, int | None], ...] = (
         ("prompt_tokens", ua.prompt_tokens if ua else None, ub.prompt_tokens if ub else None),
         (
             "completion_tokens",
@@ -263,6 +263,10 @@ def compare_usage(a: Side, b: Side) -> tuple[Check, ...]:
             ub.completion_tokens if ub else None,
         ),
     )
+    ra = ua.reasoning_tokens if ua else None
+    rb = ub.reasoning_tokens if ub else None
+    if ra is not None or rb is not None:  # a row only where a server counts them
+        counts = (*counts, ("reasoning_tokens", ra, rb))
     out = []
     for name, va, vb in counts:
         if va is None and vb is None:
@@ -394,6 +398,7 @@ def compare_sides(
         compare_finish(a, b),
         compare_usage(a, b),
         ignored,
+        compare_text(a.analysis.reasoning, b.analysis.reasoning, a.label, b.label),
     )
     timing = compare_timing(a, b)
     return DiffReport(

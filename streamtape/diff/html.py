@@ -333,6 +333,7 @@ def _meaning(rep: DiffReport) -> str:
         *_meaning_rows(m),
         '</table><div class="col">',
         *_text_panel(m.text),
+        *(_text_panel(m.reasoning, "reasoning") if m.has_reasoning else []),
         "</div></div></section>",
     ]
     return "".join(out)
@@ -353,6 +354,12 @@ def _meaning_rows(m: Meaning) -> list[str]:
         f'<tr class="{"" if t.same else "differs"}"><td>text</td><td class="val">{len(t.a)} characters</td>'
         f'<td class="val">{len(t.b)} characters</td>{_state_cell(_same(t.same), Category.TEXT in m.ignored)}</tr>'
     ]
+    if m.has_reasoning:
+        r = m.reasoning
+        out.append(
+            f'<tr class="{"" if r.same else "differs"}"><td>reasoning</td><td class="val">{len(r.a)} characters</td>'
+            f'<td class="val">{len(r.b)} characters</td>{_state_cell(_same(r.same), Category.REASONING in m.ignored)}</tr>'
+        )
     if not m.tools:
         out.append(
             f'<tr><td>tool calls</td><td class="val">none</td><td class="val">none</td>{_state_cell(Status.SAME)}</tr>'
@@ -382,14 +389,14 @@ def _meaning_rows(m: Meaning) -> list[str]:
     return out
 
 
-def _text_panel(t: TextDiff) -> list[str]:
-    """The assembled text when both agree; else the line diff and the word diff."""
+def _text_panel(t: TextDiff, what: str = "text") -> list[str]:
+    """The assembled text (or reasoning) when both agree; else the line diff and the word diff."""
     if t.same:
         if t.a:
-            return [f'<div class="caption">assembled text</div><pre class="text">{_e(t.a)}</pre>']
+            return [f'<div class="caption">assembled {what}</div><pre class="text">{_e(t.a)}</pre>']
         return []
     out = [
-        f'<div class="caption">text diff, first difference at character {t.first_difference}</div>',
+        f'<div class="caption">{what} diff, first difference at character {t.first_difference}</div>',
         '<pre class="diff">',
     ]
     for line in t.unified:
@@ -436,7 +443,7 @@ def _timing(rep: DiffReport) -> str:
     out.append(
         '<table><tr><th>metric</th><th class="num">A</th><th class="num">B</th><th class="num">B/A</th><th class="num">B−A</th></tr>'
     )
-    for r in rep.timing:
+    for r in rep.timing_shown:
         out.append(
             f'<tr><td>{_e(r.label)}</td><td class="num">{_e(fmt_value(r.a, r.unit))}</td>'
             f'<td class="num">{_e(fmt_value(r.b, r.unit))}</td><td class="num">{_e(fmt_ratio(r.ratio))}</td>'

@@ -3,9 +3,9 @@
 A :class:`DiffReport` compares two :class:`Side` values in three sections that
 answer different questions, so a change in one never hides behind another:
 
-- :class:`Meaning`: did the model say the same thing (text, tool calls, finish,
-  usage)? Only this decides :attr:`DiffReport.same`, and ``--ignore`` relaxes
-  it by :class:`Category`.
+- :class:`Meaning`: did the model say the same thing (text, reasoning, tool
+  calls, finish, usage)? Only this decides :attr:`DiffReport.same`, and
+  ``--ignore`` relaxes it by :class:`Category`.
 - timing (:class:`TimingRow` per :class:`Metric`): how fast, B against A; only
   ``--fail-on`` gates turn timing into a verdict.
 - wire (:class:`WireRow`, :class:`HeaderRow`): how the bytes were framed; shown,
@@ -37,6 +37,9 @@ class Category(StrEnum):
     """The parts of the meaning, each of which ``--ignore`` can leave out of the verdict."""
 
     TEXT = "text"
+    REASONING = "reasoning"
+    """The assembled reasoning (thinking) text, apart from the answer: two runs of one
+    reasoning model rarely think alike, so ``--ignore reasoning`` is often wanted."""
     TOOLS = "tools"
     FINISH = "finish"
     USAGE = "usage"
@@ -118,6 +121,10 @@ class ToolCallCheck:
     note: str = ""
 
 
+NO_REASONING = TextDiff("", "", True)
+"""The reasoning comparison of two streams that have none."""
+
+
 @dataclass(frozen=True)
 class Meaning:
     text: TextDiff
@@ -125,12 +132,21 @@ class Meaning:
     finish: tuple[Check, ...]
     usage: tuple[Check, ...]
     ignored: frozenset[Category] = frozenset()
+    reasoning: TextDiff = NO_REASONING
+    """The assembled reasoning of both sides (empty and same when neither has any)."""
+
+    @property
+    def has_reasoning(self) -> bool:
+        """Either side streamed reasoning (renderers show the row only then)."""
+        return bool(self.reasoning.a or self.reasoning.b)
 
     def category_same(self, name: Category) -> bool:
         """Whether one category agrees, ignored or not."""
         match name:
             case Category.TEXT:
                 return self.text.same
+            case Category.REASONING:
+                return self.reasoning.same
             case Category.TOOLS:
                 return all(t.same for t in self.tools)
             case Category.FINISH:
@@ -152,6 +168,8 @@ class Metric(StrEnum):
     """The timing figures compared, by the names ``--fail-on`` gates use."""
 
     TTFB = "ttfb"
+    FIRST_REASONING = "first_reasoning"
+    """First reasoning token; the row is shown when either side has reasoning."""
     TTFT = "ttft"
     P50_GAP = "p50_gap"
     P95_GAP = "p95_gap"
@@ -172,6 +190,7 @@ class MetricSpec(NamedTuple):
 
 TIMING_METRICS: dict[Metric, MetricSpec] = {
     Metric.TTFB: MetricSpec(lambda s: s.ttfb_ns, "first byte", "ns"),
+    Metric.FIRST_REASONING: MetricSpec(lambda s: s.first_reasoning_ns, "first reasoning token", "ns"),
     Metric.TTFT: MetricSpec(lambda s: s.ttft_ns, "first token", "ns"),
     Metric.P50_GAP: MetricSpec(lambda s: s.gap_p50_ns, "gap p50", "ns"),
     Metric.P95_GAP: MetricSpec(lambda s: s.gap_p95_ns, "gap p95", "ns"),
@@ -182,6 +201,8 @@ TIMING_METRICS: dict[Metric, MetricSpec] = {
 METRIC_ALIASES: dict[str, Metric] = {
     "first_byte": Metric.TTFB,
     "first_token": Metric.TTFT,
+    "first_answer": Metric.TTFT,
+    "ttfr": Metric.FIRST_REASONING,
     "gap_p50": Metric.P50_GAP,
     "gap_p95": Metric.P95_GAP,
     "gap_max": Metric.MAX_GAP,
@@ -271,6 +292,15 @@ class DiffReport:
 
     def timing_row(self, metric: Metric) -> TimingRow:
         return next(r for r in self.timing if r.metric == metric)
+
+    @property
+    def timing_shown(self) -> tuple[TimingRow, ...]:
+        """The timing rows a report shows: the first-reasoning row only when a side has
+        reasoning, so reports of plain streams read as they always did."""
+        return tuple(
+            r for r in self.timing
+            if r.metric != Metric.FIRST_REASONING or r.a is not None or r.b is not None
+        )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ parses with any JSON reader, not only Python's.
 from __future__ import annotations
 
 from ..fmt import jsonable
-from .model import CassetteDiff, Category, Check, DiffReport, Meaning, Side
+from .model import CassetteDiff, Category, Check, DiffReport, Meaning, Side, TextDiff
 
 
 def _side_json(s: Side) -> dict[str, object]:
@@ -35,19 +35,24 @@ def _check_json(c: Check) -> dict[str, object]:
     }
 
 
+def _text_json(t: TextDiff) -> dict[str, object]:
+    return {
+        "same": t.same,
+        "a": t.a,
+        "b": t.b,
+        "first_difference": t.first_difference,
+        "unified_diff": list(t.unified),
+        "word_diff": [list(w) for w in t.words],
+    }
+
+
 def _meaning_json(m: Meaning) -> dict[str, object]:
     return {
         "same": m.same,
         "differs": [c.value for c in m.differs],
         "ignored": sorted(c.value for c in m.ignored),
-        "text": {
-            "same": m.text.same,
-            "a": m.text.a,
-            "b": m.text.b,
-            "first_difference": m.text.first_difference,
-            "unified_diff": list(m.text.unified),
-            "word_diff": [list(w) for w in m.text.words],
-        },
+        "text": _text_json(m.text),
+        "reasoning": _text_json(m.reasoning),
         "tool_calls": {
             "same": m.category_same(Category.TOOLS),
             "calls": [
@@ -96,7 +101,7 @@ def report_json(rep: DiffReport) -> dict[str, object]:
                 "ratio": jsonable(r.ratio),
                 "delta": jsonable(r.delta),
             }
-            for r in rep.timing
+            for r in rep.timing_shown
         ],
         "wire": {
             "same": rep.wire_same,

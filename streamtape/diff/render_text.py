@@ -231,16 +231,20 @@ def _meaning(m: Meaning, st: Style, max_diff_lines: int) -> list[str]:
     return [
         head,
         *_text(m.text, st, Category.TEXT in m.ignored, max_diff_lines),
+        *(_text(m.reasoning, st, Category.REASONING in m.ignored, max_diff_lines, "reasoning")
+          if m.has_reasoning else []),
         *_tools(m, st),
         *_table(_finish_rows(m, st) + _usage_rows(m, st)),
     ]
 
 
-def _text(t: TextDiff, st: Style, ignored: bool, max_diff_lines: int) -> list[str]:
+def _text(
+    t: TextDiff, st: Style, ignored: bool, max_diff_lines: int, what: str = "text"
+) -> list[str]:
     if t.same:
-        return [f"  {_label('text')}  {_state(Status.SAME, st)}  ({len(t.a)} characters)"]
+        return [f"  {_label(what)}  {_state(Status.SAME, st)}  ({len(t.a)} characters)"]
     out = [
-        f"  {_label('text')}  {_state(Status.DIFFERS, st, ignored)}  "
+        f"  {_label(what)}  {_state(Status.DIFFERS, st, ignored)}  "
         f"({len(t.a)} vs {len(t.b)} characters, first difference at character {t.first_difference})"
     ]
     lines = list(t.unified)
@@ -331,7 +335,7 @@ def _usage_rows(m: Meaning, st: Style) -> list[list[str]]:
 def _timing(rep: DiffReport, st: Style) -> list[str]:
     heads = ("A", "B", "B/A", "B-A")
     rows = [["", *(st(h, dim=True) for h in heads)]]
-    for r in rep.timing:
+    for r in rep.timing_shown:
         ratio = r.ratio
         rs = fmt_ratio(ratio)
         if ratio is not None and not math.isinf(ratio):
