@@ -347,7 +347,6 @@ def test_param(streamtape, n):
     with streamtape.client() as c:
         r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": f"p{n}"}]})
     assert f'"content":"p{n}"' in r.text
-    print("URL", n, streamtape.url)
 '''
 
 
@@ -366,7 +365,7 @@ def test_two_xdist_workers_record_parameter_sets_into_one_cassette_and_replay_it
     assert sorted({ix.labels["test"] for ix in cas}) == sorted(f"test_params.py::test_param[{n}]" for n in range(6))
 
     upstream.__exit__()
-    replayed = run(project, "-n", "2", "-s", "-p", "no:randomly")
+    replayed = run(project, "-n", "2")
     replayed.assert_outcomes(passed=6)
     assert len(streamtape.load(path)) == 6
     assert len(upstream.received) == 6
