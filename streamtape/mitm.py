@@ -29,6 +29,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from mitmproxy import ctx, flowfilter, http
 from mitmproxy.addonmanager import Loader
@@ -40,6 +41,9 @@ from .errors import CassetteError, OptionError, StreamtapeError
 from .fmt import summary_line
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
 from .record import Recorder, Redaction, is_streaming, parse_labels
+
+if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
+    from .shadow.sender import ShadowSender
 
 log = logging.getLogger("streamtape")
 
@@ -85,9 +89,12 @@ class RecordAddon(FailLoudly):
         self,
         on_finished: Callable[[Interaction], None] | None = None,
         on_error: Callable[[str], None] | None = None,
+        shadow: ShadowSender | None = None,
     ) -> None:
         super().__init__(on_error)
         self.on_finished = on_finished
+        self.shadow = shadow
+        """Mirrors each recorded request to shadow backends (``record --shadow``)."""
         self.recorder: Recorder | None = None
         self.writer: BackgroundWriter | None = None
         self.filter: flowfilter.TFilter | None = None
@@ -164,6 +171,8 @@ class RecordAddon(FailLoudly):
                 self.fail(str(e))
         if self.stop_if_failed():
             return
+        if self.shadow is not None and self.writer is not None:
+            self.shadow.start(self.writer.submit, self.writer.new_id, self.redaction, self.labels)
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     def _open(self) -> None:
@@ -215,18 +224,17 @@ class RecordAddon(FailLoudly):
             return
         t0 = time.perf_counter_ns()
         r = flow.request
-        self.recorder.begin(
-            flow.id,
-            Request(
-                method=r.method,
-                url=r.url,
-                http_version=r.http_version,
-                headers=_headers(r.headers),
-                body=r.raw_content or b"",
-                started_at=r.timestamp_start,
-            ),
-            t0,
+        request = Request(
+            method=r.method,
+            url=r.url,
+            http_version=r.http_version,
+            headers=_headers(r.headers),
+            body=r.raw_content or b"",
+            started_at=r.timestamp_start,
         )
+        # Shadows: the request is queued for the sender's thread; the flow gets its pair labels.
+        labels = self.shadow.request(flow.id, request) if self.shadow is not None else None
+        self.recorder.begin(flow.id, request, t0, labels)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         # On the path of the response head to the client: decide, set the
@@ -268,6 +276,8 @@ class RecordAddon(FailLoudly):
         if r is None:  # responseheaders only defers a flow that has a response
             return
         self.recorder.response_headers(key, r.status_code, r.reason, r.http_version, _headers(r.headers), at)
+        if self.shadow is not None:
+            self.shadow.keep(key)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow, Outcome.COMPLETE, None)
@@ -281,6 +291,8 @@ class RecordAddon(FailLoudly):
             return
         self._apply_head(flow.id)
         ix = self.recorder.finish(flow.id, outcome, error, time.perf_counter_ns())
+        if self.shadow is not None:
+            self.shadow.finished(flow.id, recorded=ix is not None)
         if ix is None:
             return
         self.saved += 1
@@ -304,6 +316,8 @@ class RecordAddon(FailLoudly):
                     self.on_finished(ix)
                 else:
                     log.info(f"streamtape: {summary_line(ix)}")
+        if self.shadow is not None:
+            self.shadow.stop()  # its last records reach the writer before it closes
         self._close_writer()
 
     def _close_writer(self) -> None:

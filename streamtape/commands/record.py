@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import click
@@ -12,6 +13,10 @@ from ..cassette import Interaction, Outcome
 from ..errors import OptionError
 from ..fmt import summary_line
 from ..record import parse_labels
+from ..shadow import ShadowPlan, ShadowTarget, build_plan
+
+if TYPE_CHECKING:
+    from ..shadow.sender import TargetCounts
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -56,6 +61,23 @@ def check_upstream(url: str) -> str:
 @click.option("--redact-field", multiple=True, metavar="NAME", help="A JSON request-body field to redact.")
 @click.option("--confdir", default=None, metavar="DIR", help="mitmproxy's folder (CA certificate), default ~/.mitmproxy.")
 @click.option("--insecure", is_flag=True, help="Do not verify upstream TLS certificates (a local backend with a self-signed one).")
+@click.option("--shadow", "shadows", multiple=True, metavar="URL",
+              help="Also send each recorded request to this backend and record its answer as a pair "
+                   "(repeatable); the client is answered by the upstream alone.")
+@click.option("--shadow-header", multiple=True, metavar="B:NAME=VALUE",
+              help="Set a header on requests to shadow B (empty VALUE removes it); never written to the cassette.")
+@click.option("--shadow-model", multiple=True, metavar="B=MODEL", help="Replace the JSON body's model for shadow B.")
+@click.option("--shadow-path", multiple=True, metavar="B:/FROM=/TO",
+              help="Send shadow B requests for /FROM to /TO; between /v1/chat/completions and /api/chat "
+                   "the body is rewritten as the other API's.")
+@click.option("--label-backend", multiple=True, metavar="B=NAME",
+              help="The backend label of the upstream or a shadow (default: its host:port).")
+@click.option("--shadow-max-in-flight", default=16, show_default=True, metavar="N",
+              help="Shadow requests in flight per shadow; past that, requests are skipped and counted.")
+@click.option("--shadow-timeout", default=300.0, show_default=True, metavar="SECONDS",
+              help="How long a shadow may take to answer in full.")
+@click.option("--shadow-loop", type=click.Choice(["thread", "proxy"]), default="thread", hidden=True,
+              help="Where shadow requests run (proxy: on the proxy's own event loop; for bench/shadow_overhead.py).")
 def record(
     upstream: str | None,
     listen: str,
@@ -70,6 +92,14 @@ def record(
     redact_field: tuple[str, ...],
     confdir: str | None,
     insecure: bool,
+    shadows: tuple[str, ...],
+    shadow_header: tuple[str, ...],
+    shadow_model: tuple[str, ...],
+    shadow_path: tuple[str, ...],
+    label_backend: tuple[str, ...],
+    shadow_max_in_flight: int,
+    shadow_timeout: float,
+    shadow_loop: str,
 ) -> None:
     """Record streaming responses through a proxy into a cassette.
 
@@ -77,13 +107,18 @@ def record(
     address (OPENAI_BASE_URL=http://127.0.0.1:8080/v1). Regular mode is an
     HTTP(S) proxy: HTTPS_PROXY=http://127.0.0.1:8080 and trust
     ~/.mitmproxy/mitmproxy-ca-cert.pem. Ctrl-C stops; everything finished is saved.
+
+    With --shadow B, each recorded request also goes to B at the same moment and
+    B's answer is recorded beside the upstream's (labels backend, pair, role);
+    `streamtape diff session.tape` compares the pairs. The client gets the
+    upstream's answer exactly as without shadows.
     """
     # Late: mitmproxy takes most of a second to import, and only this command
     # (of the ones every `streamtape` run registers) needs it.
     from ..mitm import RecordAddon, run_proxy
 
     host, port = parse_listen(listen)
-    parse_labels(labels)  # fail before starting anything
+    fixed_labels = parse_labels(labels)  # fail before starting anything
     if mode == "reverse":
         if not upstream:
             raise OptionError("--upstream URL is required in reverse mode")
@@ -92,6 +127,14 @@ def record(
         if upstream:
             raise OptionError("--upstream is for reverse mode; regular mode proxies to any host")
         spec = "regular"
+    plan = None
+    if shadows or shadow_header or shadow_model or shadow_path or label_backend:
+        if not shadows:
+            raise OptionError("--label-backend names the backends of a shadow recording; give --shadow too")
+        plan = _shadow_plan(
+            upstream if mode == "reverse" else None, shadows, shadow_header, shadow_model, shadow_path,
+            label_backend, shadow_max_in_flight, shadow_timeout, insecure, fixed_labels,
+        )
 
     failures: list[str] = []  # before the proxy ran: a bad option
     lost: list[str] = []  # while recording: the cassette stopped taking writes
@@ -110,7 +153,15 @@ def record(
         else:
             failures.append(message)
 
-    addon = RecordAddon(on_finished=finished, on_error=failed)
+    sender = None
+    if plan is not None:
+        from ..shadow.sender import ShadowSender  # late: httpx, only for runs with shadows
+
+        def shadow_finished(target: ShadowTarget, ix: Interaction) -> None:
+            click.echo(f"  shadow {target.name}: {summary_line(ix)}")
+
+        sender = ShadowSender(plan, on_finished=shadow_finished, own_thread=shadow_loop == "thread")
+    addon = RecordAddon(on_finished=finished, on_error=failed, shadow=sender)
 
     def running(addrs: list[tuple[str, int]]) -> None:
         if failures:
@@ -118,6 +169,9 @@ def record(
         where = ", ".join(f"{h}:{p}" for h, p in addrs)
         target = f"-> {upstream}" if upstream else "(regular HTTP(S) proxy)"
         click.echo(f"streamtape: recording on {where} {target}, appending to {out}", err=True)
+        if plan is not None:
+            names = ", ".join(f"{t.name} ({t.url})" for t in plan.targets)
+            click.echo(f"streamtape: shadows: {names}", err=True)
         click.echo("streamtape: Ctrl-C to stop", err=True)
 
     options: dict[str, str | bool | list[str]] = {
@@ -143,10 +197,57 @@ def record(
         raise OptionError(failures[0])
     n = addon.saved
     sys.stdout.flush()
+    if sender is not None:
+        for c in sender.counts.values():
+            click.echo(f"streamtape: shadow {c.name}: {shadow_counts(c)}", err=True)
     if lost:
         click.echo(f"streamtape: stopped; {out} could not be written, some recordings are lost", err=True)
         sys.exit(1)
     click.echo(f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}", err=True)
+
+
+_SHADOW_LABELS = ("backend", "pair", "role", "not_sent")
+
+
+def _shadow_plan(
+    upstream: str | None,
+    shadows: tuple[str, ...],
+    headers: tuple[str, ...],
+    models: tuple[str, ...],
+    paths: tuple[str, ...],
+    label_backend: tuple[str, ...],
+    max_in_flight: int,
+    timeout: float,
+    insecure: bool,
+    fixed_labels: dict[str, str],
+) -> ShadowPlan:
+    taken = next((k for k in _SHADOW_LABELS if k in fixed_labels), None)
+    if taken is not None:
+        raise OptionError(
+            f"--label {taken}=...: a shadow recording sets the {taken!r} label itself"
+            + (" (name backends with --label-backend B=NAME)" if taken == "backend" else "")
+        )
+    return build_plan(
+        upstream=upstream,
+        shadows=shadows,
+        headers=headers,
+        models=models,
+        paths=paths,
+        label_backends=label_backend,
+        max_in_flight=max_in_flight,
+        timeout_s=timeout,
+        verify=not insecure,
+    )
+
+
+def shadow_counts(c: TargetCounts) -> str:
+    """``12 recorded (1 failed), 3 skipped (in-flight bound), 1 not mappable``."""
+    parts = [f"{c.recorded} recorded" + (f" ({c.failed} failed)" if c.failed else "")]
+    if c.skipped:
+        parts.append(f"{c.skipped} skipped (in-flight bound)")
+    if c.unmappable:
+        parts.append(f"{c.unmappable} not mappable")
+    return ", ".join(parts)
 
 
 commands = [record]
