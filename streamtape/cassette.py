@@ -9,10 +9,26 @@ says how it ended.
 File layout (all msgpack, one object after another, nothing else)::
 
     header  {"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1764500000.0}
-    record  {"t": "begin", "id": 0, "request": {...}, "response": {...} | None, "labels": {...}}
+    record  {"t": "begin", "id": 0, "request": {...}, "response": {...} | None, "labels": {...},
+             "setup": {"wait_ns": ns, "tcp_ns": ns, "tls_ns": ns}}      ("setup" optional)
     record  ["d", 0, b"...", [size, ...], [gap_ns, ...]]      (a batch of pieces)
     ...     (data records of concurrent interactions interleave)
     record  {"t": "end",   "id": 0, "outcome": "complete", "error": None, "end_ns": ns}
+
+Time: every offset (``headers_at_ns``, each piece's, ``end_ns``) counts from
+t = 0, the moment the proxy handed the request to the upstream. The upstream
+connection's setup is kept out of the offsets and stored beside them, in the
+begin record's ``setup`` map (:class:`Setup`): how long the request waited in
+the proxy (``wait_ns``) and, when it waited for a new connection, that
+connection's TCP connect, an upstream proxy's CONNECT and the TLS handshake.
+So a fresh connection and a reused one give the same first-byte offset for the
+same server behaviour, and a diff of two backends compares the backends, not
+their handshakes. A cassette without ``setup`` maps (written before they
+existed, or by an importer that could not tell) keeps its meaning: t = 0 is
+when the proxy had the whole request, setup included. Old readers ignore the
+extra key, so the format version stays 1. An interaction whose request never
+reached the upstream (the connection failed) has no setup, and its offsets
+count from when the proxy had the request.
 
 A data record carries a batch of pieces compactly, as an array rather than a
 map (it is the one record that repeats): the interaction id, the joined bytes,
@@ -96,6 +112,40 @@ class Piece:
 
 Chunk = Piece
 """The old name of :class:`Piece`, kept for existing callers."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """How a recorded request reached the upstream: the part of the wait that is the proxy's.
+
+    Through a proxy, a request on a new upstream connection waits for that
+    connection (a TCP connect, perhaps an upstream proxy's CONNECT, a TLS
+    handshake: tens to hundreds of milliseconds to a remote API) before it can
+    be sent. The client would have paid a handshake of its own without the
+    proxy, but not this one, at this moment: so the marks are kept here and out
+    of the offsets, which count from the moment the request was handed to the
+    upstream. A mark is None when that step did not happen for this request.
+    """
+
+    wait_ns: int
+    """From the proxy having the whole request to t = 0 (the request handed to the upstream)."""
+    tcp_ns: int | None = None
+    """TCP connect (name resolution included); None when the connection was already open."""
+    proxy_connect_ns: int | None = None
+    """An upstream proxy's CONNECT exchange; None without one."""
+    tls_ns: int | None = None
+    """The TLS handshake with the upstream; None for plain HTTP or an open connection."""
+
+    @property
+    def new_connection(self) -> bool:
+        """Whether the request waited for a new upstream connection (False: one was open)."""
+        return self.tcp_ns is not None or self.proxy_connect_ns is not None or self.tls_ns is not None
+
+    @property
+    def marks(self) -> dict[str, int]:
+        """The connection's setup steps that happened, by name (``tcp``, ``proxy_connect``, ``tls``)."""
+        steps = (("tcp", self.tcp_ns), ("proxy_connect", self.proxy_connect_ns), ("tls", self.tls_ns))
+        return {name: ns for name, ns in steps if ns is not None}
 
 
 @dataclass(frozen=True)
@@ -187,6 +237,9 @@ class Interaction:
     end_ns: int | None = None
     """When the interaction ended (or the error happened), after t = 0."""
     labels: dict[str, str] = field(default_factory=dict)
+    setup: Setup | None = None
+    """The upstream connection's setup, kept out of the offsets; None when not
+    recorded (an older cassette, or the request never reached the upstream)."""
 
     def __post_init__(self) -> None:
         if type(self.outcome) is not Outcome:
@@ -299,6 +352,40 @@ def encode_response_head(r: Response) -> dict[str, Any]:
     }
 
 
+def encode_setup(s: Setup) -> dict[str, int]:
+    """The begin record's ``setup`` map: ``wait_ns`` and the marks that happened."""
+    return {"wait_ns": s.wait_ns, **{f"{name}_ns": ns for name, ns in s.marks.items()}}
+
+
+def decode_setup(d: dict[str, Any]) -> Setup:
+    def mark(name: str) -> int | None:
+        v = d.get(name)
+        return None if v is None else int(v)
+
+    return Setup(
+        wait_ns=int(d["wait_ns"]),
+        tcp_ns=mark("tcp_ns"),
+        proxy_connect_ns=mark("proxy_connect_ns"),
+        tls_ns=mark("tls_ns"),
+    )
+
+
+def begin_record(
+    rid: int, request: Request, response: Response | None, labels: dict[str, str], setup: Setup | None
+) -> dict[str, Any]:
+    """An interaction's ``begin`` record (``setup`` only when known)."""
+    rec: dict[str, Any] = {
+        "t": "begin",
+        "id": rid,
+        "request": encode_request(request),
+        "response": encode_response_head(response) if response is not None else None,
+        "labels": labels,
+    }
+    if setup is not None:
+        rec["setup"] = encode_setup(setup)
+    return rec
+
+
 DATA = "d"
 
 
@@ -343,15 +430,7 @@ def decode_pieces(rec: list[Any], previous_at_ns: int = 0) -> list[Piece]:
 
 def interaction_records(ix: Interaction, rid: int) -> list[Record]:
     """The records that store a finished interaction (used to write whole cassettes)."""
-    recs: list[Record] = [
-        {
-            "t": "begin",
-            "id": rid,
-            "request": encode_request(ix.request),
-            "response": encode_response_head(ix.response) if ix.response else None,
-            "labels": dict(ix.labels),
-        }
-    ]
+    recs: list[Record] = [begin_record(rid, ix.request, ix.response, dict(ix.labels), ix.setup)]
     if ix.pieces:
         recs.append(data_record(rid, ix.pieces))
     recs.append({"t": "end", "id": rid, "outcome": ix.outcome, "error": ix.error, "end_ns": ix.end_ns})
@@ -372,12 +451,15 @@ def make_header() -> dict[str, Any]:
 
 
 class _Building:
-    __slots__ = ("end", "head", "labels", "last_at", "pieces", "request")
+    __slots__ = ("end", "head", "labels", "last_at", "pieces", "request", "setup")
 
-    def __init__(self, request: Request, head: dict[str, Any] | None, labels: dict[str, str]):
+    def __init__(
+        self, request: Request, head: dict[str, Any] | None, labels: dict[str, str], setup: Setup | None
+    ) -> None:
         self.request = request
         self.head = head
         self.labels = labels
+        self.setup = setup
         self.pieces: list[Piece] = []
         self.last_at = 0
         self.end: dict[str, Any] | None = None
@@ -403,6 +485,7 @@ class _Building:
                 error="the recording stopped before this response ended",
                 end_ns=None,
                 labels=self.labels,
+                setup=self.setup,
             )
         outcome = self.end["outcome"]
         if outcome not in OUTCOMES:
@@ -414,6 +497,7 @@ class _Building:
             error=self.end["error"],
             end_ns=self.end["end_ns"],
             labels=self.labels,
+            setup=self.setup,
         )
 
 
@@ -497,6 +581,7 @@ def load(path: str | os.PathLike[str]) -> Cassette:
                     decode_request(rec["request"]),
                     rec["response"],
                     {str(k): str(v) for k, v in (rec.get("labels") or {}).items()},
+                    decode_setup(rec["setup"]) if rec.get("setup") is not None else None,
                 )
                 building[rid] = b
                 order.append(b)

@@ -2,19 +2,38 @@
 
 A capture front end (the mitmproxy addon) calls, per flow::
 
-    begin(key, request, t0_ns)                 the proxy has the whole request
+    begin(key, request, now_ns)                the proxy has the whole request
+    sent(key, connection)                      it went to the upstream over this connection
     response_headers(key, ..., now_ns)         the response head of a recorded flow
     piece(key, data, now_ns)                   every body piece, in order (hot path)
     finish(key, outcome, error, now_ns)        -> the finished Interaction
 
-and ``tick(now_ns)`` now and then. Records go to ``sink`` (a callable taking a
-list of record dicts, for example :meth:`BackgroundWriter.submit`): a ``begin``
-record when the response head arrives, ``data`` records with batches of pieces
-(so a killed recorder loses at most ``max_flush_ns`` of an unfinished stream),
-and an ``end`` record. A batch goes out once its oldest piece is ``flush_ns``
-old and it holds ``min_batch`` pieces, or once it is ``max_flush_ns`` old:
-small batches cost record overhead, and 20-byte pieces must stay under 1.5x
-their size on disk.
+and ``tick(now_ns)`` now and then. All ``*_ns`` arguments are readings of one
+monotonic clock (``time.perf_counter_ns``).
+
+t = 0 of an interaction is the moment its request was handed to the upstream
+(see :mod:`streamtape.cassette`). The front end cannot see that moment
+directly; it knows when the proxy had the request and when the upstream
+connection became ready (:class:`UpstreamConnection`), and the request goes
+out at the later of the two: right away on an open connection, or as soon as
+a new one is set up. :meth:`Recorder.sent` works that out and keeps the setup
+steps as the interaction's :class:`~streamtape.cassette.Setup`, so they never
+add to an offset. A flow that never reaches ``sent`` (the connection failed,
+or a front end that cannot tell) keeps the moment of ``begin`` as t = 0.
+
+Records go to ``sink`` (a callable taking a list of record dicts, for example
+:meth:`BackgroundWriter.submit`): a ``begin`` record when the response head
+arrives, ``data`` records with batches of pieces (so a killed recorder loses
+at most ``max_flush_ns`` of an unfinished stream), and an ``end`` record. A
+batch goes out once its oldest piece is ``flush_ns`` old and it holds
+``min_batch`` pieces, or once it is ``max_flush_ns`` old: small batches cost
+record overhead, and 20-byte pieces must stay under 1.5x their size on disk.
+
+The request is redacted, and its body searched for credentials
+(:mod:`streamtape.credentials`), when its ``begin`` record is built, not in
+``begin``: the proxy holds the request until ``begin`` returns, and nothing
+slow belongs on that path. Each body field that looks like a credential is
+reported once per recorder through ``on_credential``.
 """
 
 from __future__ import annotations
@@ -33,11 +52,12 @@ from .cassette import (
     Record,
     Request,
     Response,
+    Setup,
+    begin_record,
     data_record,
-    encode_request,
-    encode_response_head,
     header_value,
 )
+from .credentials import Credential, find_credentials
 from .errors import OptionError
 from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, REDACTED, Redaction
 
@@ -83,17 +103,35 @@ def parse_labels(items: Sequence[str]) -> dict[str, str]:
     return labels
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamConnection:
+    """The upstream connection a request went out on, as the capture front end measured it."""
+
+    ready_ns: int
+    """When it could take the request (a clock reading): TCP up, or TLS established."""
+    tcp_ns: int | None = None
+    """How long its TCP connect took (None: not measured)."""
+    proxy_connect_ns: int | None = None
+    """How long an upstream proxy's CONNECT took (None: no upstream proxy)."""
+    tls_ns: int | None = None
+    """How long its TLS handshake took (None: plain HTTP)."""
+
+
 @dataclass
 class _Flight:
     rid: int | None
     request: Request
+    requested_ns: int
+    """When the proxy had the whole request."""
     t0_ns: int
+    labels: dict[str, str] = field(default_factory=dict)
+    setup: Setup | None = None
+    redacted: bool = False
     response: Response | None = None
     pieces: list[Piece] = field(default_factory=list)
     unsent: list[Piece] = field(default_factory=list)
     last_sent_at: int = 0
     unsent_bytes: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 Sink = Callable[[list[Record]], None]
@@ -110,6 +148,7 @@ class Recorder:
         *,
         redaction: Redaction | None = None,
         labels: dict[str, str] | None = None,
+        on_credential: Callable[[Credential], None] | None = None,
         flush_ns: int = 100_000_000,
         max_flush_ns: int = 1_000_000_000,
         min_batch: int = 8,
@@ -119,23 +158,45 @@ class Recorder:
         self.new_id = new_id
         self.redaction = redaction or Redaction()
         self.labels = dict(labels or {})
+        self.on_credential = on_credential
         self.flush_ns = flush_ns
         self.max_flush_ns = max_flush_ns
         self.min_batch = min_batch
         self.flush_bytes = flush_bytes
         self._flights: dict[object, _Flight] = {}
+        self._credentials_seen: set[str] = set()
 
     @property
     def in_flight(self) -> int:
         return len(self._flights)
 
     def begin(
-        self, key: object, request: Request, t0_ns: int, labels: Mapping[str, str] | None = None
+        self, key: object, request: Request, now_ns: int, labels: Mapping[str, str] | None = None
     ) -> None:
-        """The proxy has the whole request; ``t0_ns`` (a perf_counter_ns reading) is t = 0.
+        """The proxy has the whole request (t = 0 until :meth:`sent` moves it).
         ``labels`` are this flow's own, on top of the recorder's (shadow pairs: ``pair=``)."""
         merged = {**self.labels, **labels} if labels else self.labels
-        self._flights[key] = _Flight(None, self.redaction.request(request), t0_ns, labels=merged)
+        self._flights[key] = _Flight(None, request, now_ns, now_ns, labels=merged)
+
+    def sent(self, key: object, connection: UpstreamConnection) -> None:
+        """The request went to the upstream over ``connection``: t = 0 becomes that moment.
+
+        Call before the response head and pieces. A connection that became
+        ready after the proxy had the request was set up for it (the request
+        waited): t = 0 is when it became ready, and its setup steps are the
+        interaction's marks. One that was ready before was open already: t = 0
+        stays, and the setup has no marks.
+        """
+        f = self._flights.get(key)
+        if f is None:
+            return
+        c = connection
+        if c.ready_ns > f.requested_ns:
+            f.t0_ns = c.ready_ns
+            f.setup = Setup(c.ready_ns - f.requested_ns, c.tcp_ns, c.proxy_connect_ns, c.tls_ns)
+        else:
+            f.t0_ns = f.requested_ns
+            f.setup = Setup(0)
 
     def has(self, key: object) -> bool:
         return key in self._flights
@@ -143,6 +204,24 @@ class Recorder:
     def forget(self, key: object) -> None:
         """Stop tracking a flow that is not recorded."""
         self._flights.pop(key, None)
+
+    def _redact(self, f: _Flight) -> None:
+        """Redact the request once, and report the credentials left in its body."""
+        if f.redacted:
+            return
+        f.redacted = True
+        f.request = self.redaction.request(f.request)
+        if self.on_credential is None or not self.redaction.enabled:
+            return  # --no-redact: the user keeps secrets on purpose
+        for c in find_credentials(f.request.body, f.request.header("content-type")):
+            if c.path not in self._credentials_seen:
+                self._credentials_seen.add(c.path)
+                self.on_credential(c)
+
+    def _begin_record(self, f: _Flight) -> Record:
+        self._redact(f)
+        f.rid = self.new_id()
+        return begin_record(f.rid, f.request, f.response, f.labels, f.setup)
 
     def response_headers(
         self,
@@ -163,18 +242,7 @@ class Recorder:
             framing=framing_of(http_version, headers),
             headers_at_ns=now_ns - f.t0_ns,
         )
-        f.rid = self.new_id()
-        self.sink(
-            [
-                {
-                    "t": "begin",
-                    "id": f.rid,
-                    "request": encode_request(f.request),
-                    "response": encode_response_head(f.response),
-                    "labels": f.labels,
-                }
-            ]
-        )
+        self.sink([self._begin_record(f)])
 
     def piece(self, key: object, data: bytes, now_ns: int) -> None:
         """One body piece (hot path: an append, and a batch hand-off now and then)."""
@@ -212,22 +280,11 @@ class Recorder:
         if f is None:
             return None
         end_ns = now_ns - f.t0_ns
-        response = replace(f.response, pieces=tuple(f.pieces)) if f.response else None
-        ix = Interaction(f.request, response, outcome, error, end_ns, dict(f.labels))
         if f.rid is None:
             # No response head (upstream refused, or it failed before answering).
-            f.rid = self.new_id()
-            self.sink(
-                [
-                    {
-                        "t": "begin",
-                        "id": f.rid,
-                        "request": encode_request(f.request),
-                        "response": None,
-                        "labels": f.labels,
-                    }
-                ]
-            )
+            self.sink([self._begin_record(f)])
+        response = replace(f.response, pieces=tuple(f.pieces)) if f.response else None
+        ix = Interaction(f.request, response, outcome, error, end_ns, dict(f.labels), f.setup)
         self._flush(f)
         self.sink([{"t": "end", "id": f.rid, "outcome": outcome, "error": error, "end_ns": end_ns}])
         return ix
@@ -257,6 +314,7 @@ __all__ = [
     "UPSTREAM_ERROR",
     "Recorder",
     "Redaction",
+    "UpstreamConnection",
     "framing_of",
     "is_streaming",
     "parse_labels",
