@@ -96,6 +96,7 @@ from .session import Streamtape
 from .settings import (
     ALL_ADVERSARIAL,
     INI_CASSETTE_DIR,
+    MARKER,
     RECORD_MODES,
     MatrixProfile,
     RunOptions,
@@ -105,9 +106,8 @@ from .settings import (
     resolve,
 )
 
-__all__ = ["Streamtape", "expand_profiles"]
+__all__ = ["MARKER", "Streamtape", "expand_profiles"]
 
-MARKER = "streamtape"
 CASSETTE_PROPERTY = "streamtape_cassette"
 WORKER_INPUT = "streamtape_run_started"
 
