@@ -18,6 +18,26 @@ Options (``--set name=value``):
 
 Booleans take true/false, yes/no, on/off or 1/0; ``--set name`` alone means
 true (the rule both addons share, :func:`streamtape.mitm_addon.parse_bool`).
+
+Time. The offsets count from the moment the request was handed to the
+upstream (:mod:`streamtape.cassette`). mitmproxy has no hook at that moment,
+but it sends a request as soon as both the request and a connection are
+there: the ``request`` hook gives the first, and the connection hooks
+(``server_connected``, ``tls_start_server``, ``tls_established_server``) the
+second, with the connection's setup steps (TCP from mitmproxy's own
+``timestamp_start``/``timestamp_tcp_setup``; an upstream proxy's CONNECT and
+the TLS handshake from the hooks' clock readings). The flow learns its
+connection (``flow.server_conn``) only once it has one, so the two meet in
+``responseheaders`` (or, for a flow that failed without a response, at its
+end): :meth:`streamtape.record.Recorder.sent`. Not measured: a CONNECT to an
+upstream proxy for a plain-HTTP origin (no hook marks its end; its time stays
+in the offsets).
+
+Nothing passes unrecorded. mitmproxy starts listening before it calls the
+``running`` hook, where the cassette is opened (not earlier, so a proxy that
+cannot listen creates no cassette). A request that arrives in between is held
+in the ``request`` hook (mitmproxy awaits what a hook returns) until the
+recorder is there, then recorded like any other.
 """
 
 from __future__ import annotations
@@ -28,19 +48,23 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mitmproxy import ctx, flowfilter, http
+from mitmproxy import connection, ctx, flowfilter, http, tls
 from mitmproxy.addonmanager import Loader
 from mitmproxy.options import Options
+from mitmproxy.proxy import server_hooks
 from mitmproxy.tools.dump import DumpMaster
 
 from .cassette import BackgroundWriter, Interaction, Outcome, Record, Request
+from .credentials import Credential
 from .errors import CassetteError, OptionError, StreamtapeError
 from .fmt import summary_line
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
-from .record import Recorder, Redaction, is_streaming, parse_labels
+from .record import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
 
 if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
     from .shadow.sender import ShadowSender
@@ -63,6 +87,31 @@ def _headers(fields: http.Headers) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, v in fields.items(multi=True))
 
 
+def credential_warning(c: Credential, option: str = "--set streamtape_redact_fields=") -> str:
+    """One line about a body field that looks like a credential, naming the option
+    (``option`` followed by the field name) that blanks it."""
+    return (
+        f"request body field {c.path} looks like a credential ({c.kind}) and is recorded as is; "
+        f"{option}{c.field} redacts it"
+    )
+
+
+def _span_ns(start: float | None, end: float | None) -> int | None:
+    """Nanoseconds between two of mitmproxy's wall-clock stamps (None if either is missing)."""
+    return None if start is None or end is None else max(0, round((end - start) * 1e9))
+
+
+@dataclass(slots=True)
+class _Connecting:
+    """One upstream connection's setup as the hooks saw it (perf_counter_ns readings)."""
+
+    connected_ns: int
+    tcp_ns: int | None
+    tls_start_ns: int | None = None
+    ready: UpstreamConnection | None = None
+    """Set once the connection can take a request."""
+
+
 def outcome_of(flow: http.HTTPFlow) -> Outcome:
     """Which outcome an errored flow ends with, from mitmproxy's message."""
     msg = (flow.error.msg if flow.error else "") or ""
@@ -80,7 +129,9 @@ class RecordAddon(FailLoudly):
     (the CLI prints a line); ``on_error`` with a one-line message when the
     addon cannot work (bad option, unwritable file) -- by default it logs the
     message at error level and stops the proxy, so a bad option never leaves
-    mitmproxy running with the addon silently inactive.
+    mitmproxy running with the addon silently inactive. ``on_credential``
+    gets each request body field that looks like a credential, once per field
+    (by default a warning in mitmproxy's log, :func:`credential_warning`).
     """
 
     activity = "recording"
@@ -90,9 +141,11 @@ class RecordAddon(FailLoudly):
         on_finished: Callable[[Interaction], None] | None = None,
         on_error: Callable[[str], None] | None = None,
         shadow: ShadowSender | None = None,
+        on_credential: Callable[[Credential], None] | None = None,
     ) -> None:
         super().__init__(on_error)
         self.on_finished = on_finished
+        self.on_credential = on_credential or (lambda c: log.warning(f"streamtape: {credential_warning(c)}"))
         self.shadow = shadow
         """Mirrors each recorded request to shadow backends (``record --shadow``)."""
         self.recorder: Recorder | None = None
@@ -107,6 +160,12 @@ class RecordAddon(FailLoudly):
         self._ticker: asyncio.Task[None] | None = None
         self._write_failure_reported = False
         self._pending_heads: dict[str, tuple[http.HTTPFlow, int]] = {}
+        # Upstream connections being set up or open, until mitmproxy lets go of them.
+        self._connections: weakref.WeakKeyDictionary[connection.Connection, _Connecting] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._accepting = False  # past the running hook: requests are recorded (or the proxy stops)
+        self._started: asyncio.Event | None = None  # created by the first request that has to wait
 
     # -- options -------------------------------------------------------------
 
@@ -159,6 +218,15 @@ class RecordAddon(FailLoudly):
         super().fail(message)
 
     def running(self) -> None:
+        try:
+            self._start()
+        finally:
+            # Whatever happened (recording, or failed and stopping), let held requests go on.
+            self._accepting = True
+            if self._started is not None:
+                self._started.set()
+
+    def _start(self) -> None:
         ps = ctx.master.addons.get("proxyserver")
         if ps is not None and not ps.listen_addrs():
             return  # the proxy could not listen and is stopping: create no cassette
@@ -187,7 +255,11 @@ class RecordAddon(FailLoudly):
             except OSError as e:
                 raise OptionError(f"streamtape_out: {out}: {e.strerror or e}") from None
         self.recorder = Recorder(
-            self._defer, self.writer.new_id, redaction=self.redaction, labels=self.labels
+            self._defer,
+            self.writer.new_id,
+            redaction=self.redaction,
+            labels=self.labels,
+            on_credential=self.on_credential,
         )
 
     def _defer(self, records: list[Record]) -> None:
@@ -219,7 +291,21 @@ class RecordAddon(FailLoudly):
 
     # -- flow hooks ----------------------------------------------------------
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> Coroutine[None, None, None] | None:
+        if not self._accepting:
+            # Listening, but the running hook has not opened the recorder yet.
+            return self._request_when_started(flow)
+        self._begin(flow)
+        return None
+
+    async def _request_when_started(self, flow: http.HTTPFlow) -> None:
+        if self._started is None:
+            self._started = asyncio.Event()
+        if not self._accepting:
+            await self._started.wait()
+        self._begin(flow)
+
+    def _begin(self, flow: http.HTTPFlow) -> None:
         if self.recorder is None:
             return
         t0 = time.perf_counter_ns()
@@ -254,6 +340,7 @@ class RecordAddon(FailLoudly):
             resp.stream = True  # pass through as it comes, like the recorded ones
             return
         key = flow.id
+        self._sent(flow)  # before the first piece: t = 0 moves past the connection's setup
         self._pending_heads[key] = (flow, now)
         asyncio.get_running_loop().call_soon(self._apply_head, key)
         piece = rec.piece
@@ -279,6 +366,41 @@ class RecordAddon(FailLoudly):
         if self.shadow is not None:
             self.shadow.keep(key)
 
+    def _sent(self, flow: http.HTTPFlow) -> None:
+        """Tell the recorder which connection the flow's request went out on, if it had one."""
+        c = self._connections.get(flow.server_conn)
+        if c is not None and c.ready is not None and self.recorder is not None:
+            self.recorder.sent(flow.id, c.ready)
+
+    # -- upstream connection hooks: the setup marks ------------------------------
+
+    def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
+        now = time.perf_counter_ns()
+        s = data.server
+        c = _Connecting(now, _span_ns(s.timestamp_start, s.timestamp_tcp_setup))
+        if not s.tls:  # plain HTTP: the request goes out now
+            c.ready = UpstreamConnection(now, c.tcp_ns)
+        self._connections[s] = c
+
+    def tls_start_server(self, data: tls.TlsData) -> None:
+        c = self._connections.get(data.conn)
+        if c is not None:
+            c.tls_start_ns = time.perf_counter_ns()
+
+    def tls_established_server(self, data: tls.TlsData) -> None:
+        now = time.perf_counter_ns()
+        c = self._connections.get(data.conn)
+        if c is None:
+            return
+        # TLS starts once TCP is up: the handshake mark includes the proxy building
+        # its TLS context (tlsconfig's tls_start_server hook), as it would for the
+        # client. Through an upstream proxy, the CONNECT exchange comes first and
+        # ends where the tls_start_server hook runs.
+        via = isinstance(data.conn, connection.Server) and data.conn.via is not None
+        start = c.tls_start_ns if via and c.tls_start_ns is not None else c.connected_ns
+        connect = start - c.connected_ns if via else None
+        c.ready = UpstreamConnection(now, c.tcp_ns, connect, now - start)
+
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow, Outcome.COMPLETE, None)
 
@@ -289,6 +411,8 @@ class RecordAddon(FailLoudly):
     def _finish(self, flow: http.HTTPFlow, outcome: Outcome, error: str | None) -> None:
         if self.recorder is None:
             return
+        if flow.response is None:
+            self._sent(flow)  # no head came: did the request reach the upstream?
         self._apply_head(flow.id)
         ix = self.recorder.finish(flow.id, outcome, error, time.perf_counter_ns())
         if self.shadow is not None:
@@ -305,6 +429,9 @@ class RecordAddon(FailLoudly):
     # -- shutdown ------------------------------------------------------------
 
     def done(self) -> None:
+        self._accepting = True
+        if self._started is not None:
+            self._started.set()
         if self._ticker:
             self._ticker.cancel()
         for key in list(self._pending_heads):
@@ -341,8 +468,9 @@ async def run_proxy(
     """Run mitmproxy in this process until SIGINT/SIGTERM (or ``master.shutdown()``).
 
     ``mode`` is a mitmproxy mode spec (``reverse:http://host:port`` or ``regular``).
-    ``on_running`` gets the bound addresses once the proxy listens. Raises
-    :class:`OptionError` when the address cannot be bound.
+    ``on_running`` gets the bound addresses (each once) after every addon's
+    ``running`` hook: the proxy listens and the addons are ready for requests.
+    Raises :class:`OptionError` when the address cannot be bound.
     """
     opts = Options(listen_host=listen_host, listen_port=listen_port, mode=[mode])
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
@@ -363,7 +491,9 @@ async def run_proxy(
     class _Running:
         def running(self) -> None:
             ps = master.addons.get("proxyserver")
-            addrs = [(a[0], a[1]) for a in ps.listen_addrs()]
+            # One address per port: reverse mode to an https:// upstream listens on
+            # TCP and UDP (HTTP/3) at the same address, and lists it twice.
+            addrs = list(dict.fromkeys((a[0], a[1]) for a in ps.listen_addrs()))
             if not addrs:
                 bind_error.append(f"cannot listen on {listen_host}:{listen_port}")
                 master.shutdown()
