@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import click
 
 from ..cassette import Interaction, Outcome
+from ..credentials import Credential
 from ..errors import OptionError
 from ..fmt import summary_line
 from ..record import parse_labels
@@ -115,7 +116,7 @@ def record(
     """
     # Late: mitmproxy takes most of a second to import, and only this command
     # (of the ones every `streamtape` run registers) needs it.
-    from ..mitm import RecordAddon, run_proxy
+    from ..mitm import RecordAddon, credential_warning, run_proxy
 
     host, port = parse_listen(listen)
     fixed_labels = parse_labels(labels)  # fail before starting anything
@@ -161,7 +162,11 @@ def record(
             click.echo(f"  shadow {target.name}: {summary_line(ix)}")
 
         sender = ShadowSender(plan, on_finished=shadow_finished, own_thread=shadow_loop == "thread")
-    addon = RecordAddon(on_finished=finished, on_error=failed, shadow=sender)
+
+    def credential(c: Credential) -> None:
+        click.echo(f"streamtape: warning: {credential_warning(c, '--redact-field ')}", err=True)
+
+    addon = RecordAddon(on_finished=finished, on_error=failed, shadow=sender, on_credential=credential)
 
     def running(addrs: list[tuple[str, int]]) -> None:
         if failures:
