@@ -15,12 +15,19 @@ from ..cassette import Interaction, load, load_many
 from ..diff import (
     IGNORABLE,
     CassetteDiff,
+    Gate,
     diff_many,
-    parse_gate,
     render_html,
     render_text,
+    report_json,
     result_json,
 )
+from ..diff.render_text import render_report
+from ..diff.session import diff_session, is_session
+from ..diff.summary import Summary, summarize
+from ..diff.summary_gates import SummaryGate, parse_fail_on
+from ..diff.summary_html import SUMMARY_CSS, summary_section
+from ..diff.summary_render import render_summary_text, summary_json
 from ..errors import CassetteError, OptionError
 from ..shapes import SHAPES
 from ._common import warn
@@ -88,7 +95,7 @@ def _use_color() -> bool:
 
 @click.command("diff")
 @click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("b", metavar="[B]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option(
     "--html",
@@ -108,7 +115,16 @@ def _use_color() -> bool:
     "fail_on",
     multiple=True,
     metavar="EXPR",
-    help="Timing gate that makes the exit status 1, e.g. ttft>1.5x, p95_gap>+20ms, duration>2s (repeatable).",
+    help="Gate that makes the exit status 1 (repeatable): per pair, e.g. ttft>1.5x, p95_gap>+20ms, "
+    "duration>2s; over all pairs, e.g. ttft_p95>1.5x, duration_p50>+200ms, agree<95%.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="After the summary of many pairs, every pair in full.")
+@click.option("--pair", "pair_index", type=int, metavar="N", help="Only pair N (its # in the summary), in full.")
+@click.option(
+    "--shadow",
+    "shadow",
+    metavar="NAME",
+    help="In a session with several shadows, the one to compare with the primary (its backend name).",
 )
 @click.option(
     "--shape",
@@ -117,12 +133,15 @@ def _use_color() -> bool:
 )
 def diff_command(
     a: str,
-    b: str,
+    b: str | None,
     as_json: bool,
     html_path: str | None,
     ignore: tuple[str, ...],
     fail_on: tuple[str, ...],
     shape: str | None,
+    verbose: bool,
+    pair_index: int | None,
+    shadow: str | None,
 ) -> None:
     """Compare A and B: meaning (text, tool calls, finish, usage), timing and wire framing.
 
@@ -135,35 +154,106 @@ def diff_command(
     (x: factor, +20ms: change, +10%: change in percent, 2s: B alone); a gate
     that cannot be checked (no first token on a side) fails too.
 
+    A alone is a session recorded with `record --shadow`: each client call's
+    answer (A) is compared with a shadow's answer to the same call (B), paired
+    by pair id. Token counts and reasoning are shown but not counted there.
+
+    With more than one pair the report leads with a summary: how many pairs
+    agree in meaning, why each other one differs, and the timing spread (p50
+    and p95 of A and B, and B/A). -v adds every pair in full, --pair N one.
+
+    A gate such as ttft>1.5x fails when the comparison holds for B against A
+    (x: factor, +20ms: change, +10%: change in percent, 2s: B alone); a gate
+    that cannot be checked (no first token on a side) fails too. A gate named
+    METRIC_p50 or METRIC_p95 (ttft_p95>1.5x) reads that percentile over all
+    pairs; agree<95% fails when fewer pairs agree, and then pairs that differ
+    no longer fail the run by themselves.
+
     Exit status: 0 when the meaning is the same, 1 when it differs, a pair is
     missing or a gate fails, 2 on bad input.
     """
-    gates = [parse_gate(g) for g in fail_on]
+    parsed = [parse_fail_on(g) for g in fail_on]
+    gates = [g for g in parsed if isinstance(g, Gate)]
+    summary_gates: list[SummaryGate] = [g for g in parsed if not isinstance(g, Gate)]
     shape_a, shape_b = _shapes(shape)
-    oa, ob = load_operand(a), load_operand(b)
-    result: CassetteDiff = diff_many(
-        oa.interactions,
-        ob.interactions,
-        name_a=a,
-        name_b=b,
-        labels_a=oa.labels,
-        labels_b=ob.labels,
-        shape_a=shape_a,
-        shape_b=shape_b,
-        ignore=ignore,
-        gates=gates,
+    oa = load_operand(a)
+    session = None
+    if b is None:
+        if not is_session(oa.interactions):
+            raise OptionError(
+                f"{a}: not a shadow session (no pair labels); give two recordings, A and B, "
+                "or record one with `streamtape record --shadow URL`"
+            )
+        result, session = diff_session(
+            oa.interactions, oa.labels, name=a, shadow=shadow,
+            shape_a=shape_a, shape_b=shape_b, ignore=ignore, gates=gates,
+        )
+    else:
+        if shadow is not None:
+            raise OptionError("--shadow picks a shadow of one session cassette; give A alone")
+        ob = load_operand(b)
+        result = diff_many(
+            oa.interactions,
+            ob.interactions,
+            name_a=a,
+            name_b=b,
+            labels_a=oa.labels,
+            labels_b=ob.labels,
+            shape_a=shape_a,
+            shape_b=shape_b,
+            ignore=ignore,
+            gates=gates,
+        )
+    summary = (
+        summarize(result, session=session, gates=summary_gates)
+        if session is not None or summary_gates or len(result.reports) > 1
+        else None
     )
+    if pair_index is not None and not 0 <= pair_index < len(result.reports):
+        n = len(result.reports)
+        raise OptionError(f"--pair {pair_index}: there are {n} pair(s)" + (f", #0 to #{n - 1}" if n else ""))
     if html_path:
+        page = render_html(
+            result,
+            summary_html=summary_section(summary) if summary is not None else None,
+            extra_css=SUMMARY_CSS if summary is not None else "",
+        )
         try:
-            Path(html_path).write_text(render_html(result), encoding="utf-8")
+            Path(html_path).write_text(page, encoding="utf-8")
         except OSError as e:
             raise OptionError(f"--html {html_path}: cannot write: {e.strerror or e}") from None
+    if pair_index is not None:
+        _one_pair(result, pair_index, as_json)
+        return
     if as_json:
-        click.echo(json.dumps(result_json(result), indent=2, ensure_ascii=False))
+        doc = result_json(result)
+        if summary is not None:
+            doc["summary"] = summary_json(summary)
+            doc["exit_status"] = summary.exit_status
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         color = _use_color()
-        click.echo(render_text(result, color=color), color=color)
-    click.get_current_context().exit(result.exit_status)
+        click.echo(_text(result, summary, color=color, verbose=verbose), color=color)
+    status = summary.exit_status if summary is not None else result.exit_status
+    click.get_current_context().exit(status)
+
+
+def _text(result: CassetteDiff, summary: Summary | None, *, color: bool, verbose: bool) -> str:
+    if summary is None:
+        return render_text(result, color=color)
+    details = [(n, render_report(r, color=color)) for n, r in enumerate(result.reports)] if verbose else []
+    return render_summary_text(summary, color=color, details=details)
+
+
+def _one_pair(result: CassetteDiff, n: int, as_json: bool) -> None:
+    """``--pair N``: that pair alone, in full, and its own exit status."""
+    rep = result.reports[n]
+    if as_json:
+        click.echo(json.dumps(report_json(rep), indent=2, ensure_ascii=False))
+    else:
+        color = _use_color()
+        click.echo(render_text(rep, color=color), color=color)
+    click.get_current_context().exit(rep.exit_status)
 
 
 commands = [diff_command]

@@ -15,6 +15,7 @@ from ..errors import OptionError
 from ..fmt import summary_line
 from ..record import parse_labels
 from ..shadow import ShadowPlan, ShadowTarget, build_plan
+from ..shadow.labels import SESSION_LABELS
 
 if TYPE_CHECKING:
     from ..shadow.sender import TargetCounts
@@ -211,7 +212,6 @@ def record(
     click.echo(f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}", err=True)
 
 
-_SHADOW_LABELS = ("backend", "pair", "role", "not_sent")
 
 
 def _shadow_plan(
@@ -226,7 +226,7 @@ def _shadow_plan(
     insecure: bool,
     fixed_labels: dict[str, str],
 ) -> ShadowPlan:
-    taken = next((k for k in _SHADOW_LABELS if k in fixed_labels), None)
+    taken = next((k for k in SESSION_LABELS if k in fixed_labels), None)
     if taken is not None:
         raise OptionError(
             f"--label {taken}=...: a shadow recording sets the {taken!r} label itself"

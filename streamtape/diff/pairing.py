@@ -18,9 +18,10 @@ from typing import Literal
 
 from ..cassette import Interaction, Request
 
-PairedBy = Literal["request", "request except model", "only interaction", "chosen"]
+PairedBy = Literal["request", "request except model", "only interaction", "chosen", "pair id"]
 """How two interactions came to be compared: the same request, the same but for
-``model``, each side held exactly one, or the caller chose them (``FILE#N``)."""
+``model``, each side held exactly one, the caller chose them (``FILE#N``), or
+one client call of a shadow recording (:mod:`.session`)."""
 
 BodyKey = tuple[Literal["json"], str] | tuple[Literal["bytes"], bytes]
 RequestKey = tuple[str, str, BodyKey]

@@ -70,6 +70,13 @@ def render_text(
     return "\n".join(out)
 
 
+def render_report(rep: DiffReport, *, color: bool = False, max_diff_lines: int = 80) -> str:
+    """One pair's sections (sides, meaning, timing, wire, gates) without a verdict line:
+    the details that follow a many-pair summary (``diff -v``, ``--pair N``)."""
+    st: Style = click.style if color else _nostyle
+    return "\n".join(_report(rep, st, max_diff_lines))
+
+
 # ---------------------------------------------------------------------------
 # Several pairs: the overview, what is unpaired, the verdict
 

@@ -28,10 +28,9 @@ Rules the client never feels:
   primary is recorded, dropped (and the shadow request cancelled) when the
   primary is not (a response the record filter leaves out).
 
-Each recording carries labels: ``backend`` (the backend's name), ``pair``
-(one id per client call, on the primary and on each shadow) and ``role``
-(``primary`` or ``shadow``); a shadow that was not sent also carries
-``not_sent`` (``in-flight-bound`` or ``unmappable``) and says why in its error.
+Each recording carries the labels of :mod:`.labels` (``backend``, ``pair``,
+``role``, and ``not_sent`` on a shadow recorded without being sent, whose
+error says why).
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Literal, ParamSpec
 from urllib.parse import urlsplit
 
@@ -54,29 +52,11 @@ from ..cassette import Interaction, Outcome, Record, Request
 from ..record import Recorder, Sink
 from ..redaction import Redaction
 from .chat_mapping import Unmappable
+from .labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, NotSent, Role
 from .rewrite import ShadowRequest, shadow_request, stored_request
 from .targets import ShadowPlan, ShadowTarget
 
 P = ParamSpec("P")
-
-LABEL_BACKEND = "backend"
-LABEL_PAIR = "pair"
-LABEL_ROLE = "role"
-LABEL_NOT_SENT = "not_sent"
-
-
-class Role(StrEnum):
-    """The ``role`` label: the answer the client got, or a shadow's."""
-
-    PRIMARY = "primary"
-    SHADOW = "shadow"
-
-
-class NotSent(StrEnum):
-    """The ``not_sent`` label: why a shadow request was recorded without being sent."""
-
-    IN_FLIGHT_BOUND = "in-flight-bound"
-    UNMAPPABLE = "unmappable"
 
 
 @dataclass

@@ -1,0 +1,155 @@
+"""Pairing one shadow-recording session by pair id: the client's answer against a shadow's.
+
+``streamtape record --shadow B`` labels every recording with ``pair`` (one id
+per client call), ``role`` (``primary`` for the answer the client got,
+``shadow`` for a mirror's) and ``backend`` (the backend's name). Pairing by
+that id, unlike pairing by request, needs no equal requests (a shadow may get
+another model name or another API's body) and never mixes up two calls that
+sent the same prompt. A is always the primary; B is one shadow backend, the
+only one or the one asked for.
+
+A client call whose shadow was never sent (the in-flight bound, a request
+that could not be mapped: the ``not_sent`` label) or never recorded has no B
+side: it is listed as missing with the reason, and left out of the
+comparison, since it says nothing about B's answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..cassette import Interaction
+from ..errors import OptionError
+from ..shadow.labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, Role
+from .compare import compare
+from .gates import Gate
+from .model import CassetteDiff, Category
+
+PRIMARY = Role.PRIMARY
+SHADOW = Role.SHADOW
+
+SESSION_IGNORES = frozenset({Category.USAGE, Category.REASONING})
+"""Left out of a session's verdict by default: two backends count tokens with
+their own tokenizers, and two models rarely reason alike; the answer (text,
+tool calls, finish) is what the client's users see."""
+
+
+@dataclass(frozen=True)
+class MissingSide:
+    """A client call with no side to compare against."""
+
+    pair: str | None
+    side: Literal["A", "B"]
+    """The side that is missing."""
+    label: str
+    """The recording that is there (``FILE#N``)."""
+    method: str
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SessionPairing:
+    a_name: str
+    """The primary's backend name (or names, joined, in a regular-proxy session)."""
+    b_name: str
+    pairs: tuple[tuple[int, int, str], ...]
+    """(index of A, index of B, pair id), in the order the client's calls were recorded."""
+    missing: tuple[MissingSide, ...]
+    shadows: tuple[str, ...]
+    """Every shadow backend the session holds."""
+
+
+def is_session(interactions: Iterable[Interaction]) -> bool:
+    """Whether any recording carries a pair id (it was made with ``record --shadow``)."""
+    return any(LABEL_PAIR in ix.labels and LABEL_ROLE in ix.labels for ix in interactions)
+
+
+def pair_session(
+    interactions: Sequence[Interaction], labels: Sequence[str], shadow: str | None = None
+) -> SessionPairing:
+    """Pair the primary of every client call with the shadow ``shadow`` (by backend name;
+    None: the session's only shadow). :class:`OptionError` when the choice is unclear."""
+    shadows: list[str] = []
+    for ix in interactions:
+        if ix.labels.get(LABEL_ROLE) == SHADOW:
+            name = ix.labels.get(LABEL_BACKEND, "")
+            if name not in shadows:
+                shadows.append(name)
+    if not shadows:
+        raise OptionError("the session holds no shadow recordings to compare with (record with --shadow URL)")
+    if shadow is None:
+        if len(shadows) > 1:
+            raise OptionError(
+                f"the session has {len(shadows)} shadows ({', '.join(shadows)}); choose one with --shadow NAME"
+            )
+        shadow = shadows[0]
+    elif shadow not in shadows:
+        raise OptionError(f"--shadow {shadow!r}: no such shadow in the session (it has {', '.join(shadows)})")
+    primaries: dict[str, int] = {}
+    mirrors: dict[str, int] = {}
+    order: list[str] = []
+    for i, ix in enumerate(interactions):
+        pair = ix.labels.get(LABEL_PAIR)
+        role = ix.labels.get(LABEL_ROLE)
+        if pair is None:
+            continue
+        if role == PRIMARY and pair not in primaries:
+            primaries[pair] = i
+            order.append(pair)
+        elif role == SHADOW and ix.labels.get(LABEL_BACKEND) == shadow and pair not in mirrors:
+            mirrors[pair] = i
+    pairs: list[tuple[int, int, str]] = []
+    missing: list[MissingSide] = []
+    for pair in order:
+        i = primaries[pair]
+        a = interactions[i]
+        j = mirrors.get(pair)
+        if j is None:
+            missing.append(MissingSide(pair, "B", labels[i], a.request.method, a.request.path, f"no recording of {shadow}"))
+            continue
+        b = interactions[j]
+        if LABEL_NOT_SENT in b.labels:
+            missing.append(MissingSide(pair, "B", labels[i], a.request.method, a.request.path, b.error or "not sent"))
+            continue
+        pairs.append((i, j, pair))
+    for pair, j in mirrors.items():
+        if pair not in primaries:
+            b = interactions[j]
+            missing.append(MissingSide(pair, "A", labels[j], b.request.method, b.request.path, "no recording of the primary"))
+    a_names = sorted({interactions[i].labels.get(LABEL_BACKEND, "?") for i in primaries.values()})
+    return SessionPairing(", ".join(a_names) or "?", shadow, tuple(pairs), tuple(missing), tuple(shadows))
+
+
+def diff_session(
+    interactions: Sequence[Interaction],
+    labels: Sequence[str],
+    *,
+    name: str,
+    shadow: str | None = None,
+    shape_a: str | None = None,
+    shape_b: str | None = None,
+    ignore: Iterable[str] = (),
+    gates: Sequence[Gate] = (),
+) -> tuple[CassetteDiff, SessionPairing]:
+    """Compare every pair of a session (see the module docstring). Usage and reasoning
+    are left out of the verdict (:data:`SESSION_IGNORES`) besides ``ignore``."""
+    p = pair_session(interactions, labels, shadow)
+    ignored = tuple(sorted({*ignore, *SESSION_IGNORES}))
+    reports = tuple(
+        compare(
+            interactions[i],
+            interactions[j],
+            label_a=labels[i],
+            label_b=labels[j],
+            shape_a=shape_a,
+            shape_b=shape_b,
+            ignore=ignored,
+            gates=gates,
+            how="pair id",
+        )
+        for i, j, _ in p.pairs
+    )
+    return CassetteDiff(f"{name} [{p.a_name}]", f"{name} [{p.b_name}]", reports), p
