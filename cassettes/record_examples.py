@@ -25,8 +25,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from tests.builders import chat_chunk  # noqa: E402
 from tests.recording import recording  # noqa: E402
-from tests.servers import SSE_HEADERS, ScriptedServer, chat_chunk  # noqa: E402
+from tests.servers import SSE_HEADERS, ScriptedServer  # noqa: E402
 
 
 def _event(obj: dict | str) -> bytes:
