@@ -97,6 +97,7 @@ def test_https_through_the_proxy_with_its_ca(proxy: tuple[str, object], confdir:
     assert r.text == TEXT
 
 
+@pytest.mark.httpx2
 def test_openai_sdk_through_the_proxy(proxy: tuple[str, object]) -> None:
     import openai
 

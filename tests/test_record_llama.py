@@ -23,6 +23,7 @@ def llama_slow():
         yield url
 
 
+@pytest.mark.httpx2
 def test_openai_sdk_stream_from_llama_server_is_recorded_exactly(llama_slow: str, tmp_path: Path) -> None:
     import openai
 

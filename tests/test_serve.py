@@ -282,6 +282,7 @@ def test_one_log_line_per_request_names_interaction_profile_outcome(
     assert "outcome=complete" in line and " 200 " in line
 
 
+@pytest.mark.httpx2
 def test_openai_sdk_assembles_the_recorded_text_over_the_server(served: ReplayServer) -> None:
     import openai
 

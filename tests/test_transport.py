@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import httpx
-import httpx2
 import pytest
 import requests
 
@@ -26,6 +25,8 @@ from streamtape.profiles import StepKind, parse_profile
 from streamtape.serve import ReplayServer
 from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
 from tests.builders import MS, interaction
+
+httpx2 = pytest.importorskip("httpx2", reason="needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)")
 
 URL = "http://llm.test/v1/chat/completions"
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
