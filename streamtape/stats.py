@@ -26,7 +26,7 @@ DEFAULT_STALL_MS = 1000.0
 @dataclass(frozen=True, slots=True)
 class Stall:
     after_ns: int
-    """When the silence began (time of the content event before it)."""
+    """When the silence began (time of the token event before it)."""
     gap_ns: int
 
 

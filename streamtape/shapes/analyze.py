@@ -214,9 +214,11 @@ def assemble(a: Analysis) -> Analysis:
             if e.special:
                 if e.choice in (None, 0):
                     a.special_tokens.append(e.text or "")
-            elif e.channel == "reasoning":  # a normalizer outside this package, older style
-                ch.reasoning.append(e.text or "")
-            elif e.channel is None:
+            elif e.channel == "reasoning":  # the older spelling of a reasoning event
+                ch.add_reasoning(e)
+            elif e.channel == "refusal":
+                ch.refusal.append(e.text or "")
+            else:
                 ch.text.append(e.text or "")
         elif k == "reasoning":
             ch.add_reasoning(e)
