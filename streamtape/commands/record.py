@@ -131,8 +131,6 @@ def record(
         spec = "regular"
     plan = None
     if shadows or shadow_header or shadow_model or shadow_path or label_backend:
-        if not shadows:
-            raise OptionError("--label-backend names the backends of a shadow recording; give --shadow too")
         plan = _shadow_plan(
             upstream if mode == "reverse" else None, shadows, shadow_header, shadow_model, shadow_path,
             label_backend, shadow_max_in_flight, shadow_timeout, insecure, fixed_labels,

@@ -8,21 +8,24 @@ another model name or another API's body) and never mixes up two calls that
 sent the same prompt. A is always the primary; B is one shadow backend, the
 only one or the one asked for.
 
-A client call whose shadow was never sent (the in-flight bound, a request
-that could not be mapped: the ``not_sent`` label) or never recorded has no B
-side: it is listed as missing with the reason, and left out of the
-comparison, since it says nothing about B's answers.
+A primary the client hung up on after its end marker is compared as
+complete (:func:`primary_for_comparison`). A client call whose shadow was
+never sent (the in-flight bound, a request that could not be mapped: the
+``not_sent`` label) or never recorded has no B side: it is listed as missing
+with the reason, and left out of the comparison, since it says nothing about
+B's answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..cassette import Interaction
+from ..cassette import Interaction, Outcome
 from ..errors import OptionError
 from ..shadow.labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, Role
+from ..shapes import analyze
 from .compare import compare
 from .gates import Gate
 from .model import CassetteDiff, Category
@@ -123,6 +126,26 @@ def pair_session(
     return SessionPairing(", ".join(a_names) or "?", shadow, tuple(pairs), tuple(missing), tuple(shadows))
 
 
+CLIENT_LEFT = "client left after the end"
+
+
+def primary_for_comparison(ix: Interaction, label: str) -> tuple[Interaction, str]:
+    """The primary as compared with a shadow, and its label.
+
+    A client that hangs up once the answer has ended (the openai SDK stops
+    reading at ``[DONE]``, before the chunked body's last chunk) leaves the
+    primary ``client_disconnected``, while the sender reads every shadow to its
+    end. That is the client's doing, not a difference between the backends:
+    such a primary, whose stream holds its end marker or finish, is compared as
+    ``complete``, and its label says so."""
+    if ix.outcome is not Outcome.CLIENT_DISCONNECTED:
+        return ix, label
+    a = analyze(ix)
+    if not (a.done or a.finish is not None):
+        return ix, label
+    return replace(ix, outcome=Outcome.COMPLETE, error=None), f"{label} ({CLIENT_LEFT})"
+
+
 def diff_session(
     interactions: Sequence[Interaction],
     labels: Sequence[str],
@@ -138,11 +161,12 @@ def diff_session(
     are left out of the verdict (:data:`SESSION_IGNORES`) besides ``ignore``."""
     p = pair_session(interactions, labels, shadow)
     ignored = tuple(sorted({*ignore, *SESSION_IGNORES}))
+    primaries = {i: primary_for_comparison(interactions[i], labels[i]) for i, _, _ in p.pairs}
     reports = tuple(
         compare(
-            interactions[i],
+            primaries[i][0],
             interactions[j],
-            label_a=labels[i],
+            label_a=primaries[i][1],
             label_b=labels[j],
             shape_a=shape_a,
             shape_b=shape_b,

@@ -176,9 +176,17 @@ def build_plan(
     if not timeout_s > 0:
         raise OptionError(f"--shadow-timeout {timeout_s}: must be more than 0 seconds")
     if not shadows:
-        extra = [o for o, v in (("--shadow-header", headers), ("--shadow-model", models), ("--shadow-path", paths)) if v]
-        if extra:
-            raise OptionError(f"{extra[0]} needs a --shadow to apply to")
+        extra = [
+            o
+            for o, v in (
+                ("--shadow-header", headers),
+                ("--shadow-model", models),
+                ("--shadow-path", paths),
+                ("--label-backend", label_backends),
+            )
+            if v
+        ]
+        raise OptionError(f"{extra[0] if extra else 'a shadow plan'} needs a --shadow to apply to")
     shadow_backends = [_Backend(u, _refs(u)) for u in (_check_url("--shadow", s) for s in shadows)]
     primary = _Backend(_check_url("--upstream", upstream), _refs(_check_url("--upstream", upstream))) if upstream else None
     everyone = ([primary] if primary else []) + shadow_backends
