@@ -278,6 +278,14 @@ def refused_port(host: str = "127.0.0.1") -> Iterator[int]:
 
 def self_signed_tls(host: str = "127.0.0.1") -> ssl.SSLContext:
     """A server TLS context with a fresh self-signed certificate for ``host``."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(self_signed_pem(host))
+    return ctx
+
+
+def self_signed_pem(host: str = "127.0.0.1") -> str:
+    """A PEM file holding a fresh self-signed certificate for ``host`` and its key
+    (for servers that take file names, like hypercorn)."""
     import datetime
     import ipaddress
     import tempfile
@@ -304,9 +312,7 @@ def self_signed_tls(host: str = "127.0.0.1") -> ssl.SSLContext:
     with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(f.name)
-    return ctx
+    return f.name
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,260 @@
+"""Recorded timing is the upstream's, not the proxy's: the connection setup is kept apart.
+
+Real mitmproxy (``streamtape record``) in front of a real TLS upstream that
+pauses before its handshake, as a far-away API's handshake costs a new
+connection. The upstream notes when it had each request and when it began
+each write (one monotonic clock, ``time.perf_counter_ns``); the recorded
+offsets must match those within mitmproxy's own path, on a fresh connection
+as on a reused one, with the pause stored as setup marks.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import streamtape
+from streamtape.cassette import Interaction, Setup, decode_pieces, read_records, record_kind
+from tests.builders import MS, chat_events
+from tests.recording import recording, run_main
+from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, self_signed_pem
+
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
+
+PAUSE = 0.08
+"""How long the upstream waits between accepting a connection and its TLS handshake."""
+GAP = 0.05
+"""Between the upstream's writes: the first byte comes 50 ms after the request."""
+PATH = "/v1/chat/completions"
+EVENTS = chat_events(["Hel", "lo", "!"])
+PROXY_PATH_NS = 2 * MS
+"""mitmproxy's own path: request hook to the upstream, upstream write to the stream callable."""
+
+
+class PausingTLS(ssl.SSLContext):
+    """A server TLS context that waits ``pause`` seconds before each handshake."""
+
+    pause: float = 0.0
+
+    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+        time.sleep(self.pause)
+        return super().wrap_socket(sock, *args, **kwargs)
+
+
+def pausing_tls(pause: float) -> PausingTLS:
+    ctx = PausingTLS(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(self_signed_pem())
+    ctx.pause = pause
+    return ctx
+
+
+@dataclass
+class Writes:
+    """When the upstream began each write, after it had the whole request (ns)."""
+
+    head_ns: int = 0
+    pieces_ns: list[int] = field(default_factory=list)
+
+    @property
+    def offsets(self) -> list[int]:
+        return [self.head_ns, *self.pieces_ns]
+
+
+def timed_sse(events: list[bytes], gap: float, log: list[Writes]) -> Handler:
+    """Chunked SSE, one chunk per event, noting each write's start (before the bytes leave)."""
+
+    def handle(req: Received, c: Conn) -> None:
+        t0 = time.perf_counter_ns()  # the handler runs once the whole request is read
+        w = Writes()
+        w.head_ns = time.perf_counter_ns() - t0
+        c.head(200, SSE_HEADERS)
+        for ev in events:
+            c.sleep(gap)
+            w.pieces_ns.append(time.perf_counter_ns() - t0)
+            c.chunk(ev)
+        c.end_chunks()
+        log.append(w)
+
+    return handle
+
+
+def offsets(ix: Interaction) -> list[int]:
+    assert ix.response is not None
+    return [ix.response.headers_at_ns, *(p.at_ns for p in ix.pieces)]
+
+
+def lags(ix: Interaction, w: Writes) -> list[int]:
+    """How much later than the upstream's write each recorded offset is (head, then pieces)."""
+    got, sent = offsets(ix), w.offsets
+    assert len(got) == len(sent) == 1 + len(EVENTS)
+    return [g - s for g, s in zip(got, sent, strict=True)]
+
+
+ROUNDS = 5
+"""Client connections; each sends two requests: one on a new upstream connection, one reusing it.
+Noise on a busy machine only ever adds delay, so the best of a few rounds shows the proxy's path."""
+
+
+@dataclass
+class Sample:
+    ix: Interaction
+    writes: Writes
+
+    @property
+    def lags(self) -> list[int]:
+        return lags(self.ix, self.writes)
+
+    @property
+    def median_lag(self) -> int:
+        return statistics.median_low(self.lags)
+
+    @property
+    def first_byte(self) -> int:
+        assert self.ix.first_byte_ns is not None
+        return self.ix.first_byte_ns
+
+
+@dataclass
+class Recorded:
+    path: Path
+    fresh: list[Sample]
+    reused: list[Sample]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    out = tmp_path_factory.mktemp("timing") / "t.tape"
+    log: list[Writes] = []
+    with (
+        ScriptedServer({PATH: timed_sse(EVENTS, GAP, log)}, tls=pausing_tls(PAUSE)) as up,
+        recording(out, "--insecure", upstream=up.url) as rec,
+    ):
+        for _ in range(ROUNDS):
+            with httpx.Client(timeout=10) as c:
+                for _ in range(2):
+                    r = c.post(rec.url + PATH, json={"stream": True})
+                    assert r.status_code == 200 and r.content == b"".join(EVENTS)
+                    time.sleep(0.1)  # let the recording be written before the next request
+        rec.wait_lines(2 * ROUNDS)
+    samples = [Sample(ix, w) for ix, w in zip(streamtape.load(out), log, strict=True)]
+    yield Recorded(out, samples[0::2], samples[1::2])
+
+
+def ms_list(values: list[int]) -> list[float]:
+    return [round(v / MS, 3) for v in values]
+
+
+def test_a_new_connections_tls_pause_is_stored_as_setup(recorded: Recorded) -> None:
+    for f in recorded.fresh:
+        s = f.ix.setup
+        assert s is not None and s.new_connection
+        assert s.tcp_ns is not None and s.tls_ns is not None and s.proxy_connect_ns is None
+        assert s.tls_ns >= PAUSE * 1e9  # the pause is the handshake's
+        assert s.wait_ns >= s.tcp_ns + s.tls_ns
+
+
+def test_a_reused_connection_has_no_setup_marks(recorded: Recorded) -> None:
+    for r in recorded.reused:
+        assert r.ix.setup == Setup(wait_ns=0)
+        assert not r.ix.setup.new_connection and r.ix.setup.marks == {}
+
+
+def test_no_offset_carries_the_connection_setup(recorded: Recorded) -> None:
+    # Never early (the request was handed over before the upstream read it, and a
+    # piece arrives after its write began); and never late by anything like the pause.
+    for sample in recorded.fresh + recorded.reused:
+        assert all(0 <= lag < PAUSE * 1e9 / 2 for lag in sample.lags), ms_list(sample.lags)
+
+
+@pytest.mark.parametrize("which", ["fresh", "reused"])
+def test_offsets_agree_with_the_upstreams_write_times_within_the_proxys_path(recorded: Recorded, which: str) -> None:
+    samples: list[Sample] = getattr(recorded, which)
+    best = min(s.median_lag for s in samples)
+    assert best <= PROXY_PATH_NS, [ms_list(s.lags) for s in samples]
+
+
+def test_fresh_and_reused_connections_give_the_same_first_byte(recorded: Recorded) -> None:
+    fresh = min(s.first_byte for s in recorded.fresh)
+    reused = min(s.first_byte for s in recorded.reused)
+    assert abs(fresh - reused) <= PROXY_PATH_NS, (
+        ms_list([s.first_byte for s in recorded.fresh]), ms_list([s.first_byte for s in recorded.reused])
+    )
+
+
+def test_show_prints_the_setup_marks_and_json_has_them(recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+    s = recorded.fresh[0].ix.setup
+    assert s is not None and s.tcp_ns is not None and s.tls_ns is not None
+    code, out, _ = run_main("show", recorded.path, "-i", "0", capsys=capsys)
+    assert code == 0
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("setup:")]
+    assert line == (
+        f"setup: new upstream connection: tcp {s.tcp_ns / 1e6:.1f} ms, tls {s.tls_ns / 1e6:.1f} ms; "
+        f"sent {s.wait_ns / 1e6:.1f} ms after the proxy had it"
+    )
+    code, out, _ = run_main("show", recorded.path, "-i", "1", capsys=capsys)
+    assert code == 0
+    assert "setup: upstream connection already open; sent 0.0 ms after the proxy had it" in out.splitlines()
+
+    code, out, _ = run_main("show", recorded.path, "-i", "0", "--json", capsys=capsys)
+    assert code == 0
+    assert json.loads(out)["setup"] == {
+        "new_connection": True,
+        "wait_ms": s.wait_ns / 1e6,
+        "tcp_ms": s.tcp_ns / 1e6,
+        "proxy_connect_ms": None,
+        "tls_ms": s.tls_ns / 1e6,
+    }
+    code, out, _ = run_main("show", recorded.path, "-i", "1", "--json", capsys=capsys)
+    assert code == 0
+    assert json.loads(out)["setup"]["new_connection"] is False
+
+
+def test_diff_timing_compares_the_servers_not_the_handshakes(
+    recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = tmp_path / "fresh.tape", tmp_path / "reused.tape"
+    streamtape.save(a, [f.ix for f in recorded.fresh])
+    streamtape.save(b, [r.ix for r in recorded.reused])
+    # The marks survive a rewrite.
+    assert [ix.setup for ix in streamtape.load(a)] == [f.ix.setup for f in recorded.fresh]
+    _, out, _ = run_main("diff", a, b, "--json", capsys=capsys)
+    pairs = json.loads(out)["pairs"]
+    assert len(pairs) == ROUNDS
+    for metric in ("ttfb", "ttft"):
+        deltas = [next(r["delta"] for r in p["timing"] if r["metric"] == metric) for p in pairs]
+        # Without the marks kept apart, every delta would be the pause.
+        assert all(abs(d) < PAUSE * 1e9 / 2 for d in deltas), (metric, deltas)
+        assert min(abs(d) for d in deltas) <= PROXY_PATH_NS, (metric, deltas)
+
+
+def test_a_cassette_written_before_setup_marks_loads_unchanged() -> None:
+    path = Path(__file__).parents[1] / "cassettes" / "test-server.tape"
+    _, records, _, _ = read_records(path)
+    assert not any(isinstance(r, dict) and "setup" in r for r in records)  # an old cassette
+    stored: dict[int, list[int]] = {}
+    for r in records:
+        if record_kind(r) == "data":
+            prev = stored.setdefault(r[1], [])
+            prev.extend(p.at_ns for p in decode_pieces(r, prev[-1] if prev else 0))
+    cas = streamtape.load(path)
+    assert len(cas) == len(stored) > 0
+    for ix, (_, at) in zip(cas, sorted(stored.items()), strict=True):
+        assert ix.setup is None
+        assert [p.at_ns for p in ix.pieces] == at  # offsets as written: from the proxy having the request
+
+
+def test_a_setup_map_is_one_optional_key_of_the_begin_record(recorded: Recorded) -> None:
+    _, records, _, _ = read_records(recorded.path)
+    begins = [r for r in records if record_kind(r) == "begin"]
+    # Only the marks that happened are stored; everything else is as before.
+    assert [sorted(b["setup"]) for b in begins] == [["tcp_ns", "tls_ns", "wait_ns"], ["wait_ns"]] * ROUNDS
+    assert [sorted(b) for b in begins] == [["id", "labels", "request", "response", "setup", "t"]] * 2 * ROUNDS
