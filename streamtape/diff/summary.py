@@ -203,7 +203,11 @@ def _check_reason(rep: DiffReport, category: Category) -> str:
         side, errors = ("B", eb) if len(eb) > len(ea) else ("A", ea)
         return f'{side} has an error event: "{_clip(errors[-1])}"' if errors else "error events differ"
     name = {"reason": "finish"}.get(c.name, c.name.replace("_", " "))
-    return f"{name} {jsonable(c.a)} vs {jsonable(c.b)}"
+    return f"{name} {_word(c.a)} vs {_word(c.b)}"
+
+
+def _word(v: object) -> str:
+    return "none" if v is None else str(jsonable(v))
 
 
 def _tools_reason(rep: DiffReport) -> str:
