@@ -93,6 +93,11 @@ class Imported:
     """How many of the interactions got made-up timing (all but exact streamtape round trips)."""
 
 
+class Malformed(Exception):
+    """One interaction or entry of a foreign file is wrong; the reader adds the file name and
+    position and raises :class:`~streamtape.errors.InteropError`."""
+
+
 @dataclass
 class Notes:
     """Collects a reader's or writer's remarks (one line each), each said once."""

@@ -54,6 +54,7 @@ from ..redaction import Redaction
 from ..wire import header_value
 from .common import (
     Imported,
+    Malformed,
     Notes,
     Source,
     content_coding,
@@ -88,9 +89,6 @@ def looks_like(doc: Any) -> bool:
 # Reading
 
 
-class _Problem(Exception):
-    """A readable problem with one entry (becomes an InteropError with the file name)."""
-
 
 def read(
     path: Path, data: bytes, *, redaction: Redaction, labels: Mapping[str, str] | None = None
@@ -111,14 +109,14 @@ def read(
     for n, entry in enumerate(entries):
         try:
             if not isinstance(entry, dict):
-                raise _Problem("not an object")
+                raise Malformed("not an object")
             ext = entry.get(EXTENSION)
             if ext is not None:
                 out.append(_exact(entry, ext, redaction))
             else:
                 out.append(_entry(entry, n, creator_name, notes, redaction, dict(labels or {})))
                 synthetic += 1
-        except _Problem as e:
+        except Malformed as e:
             raise InteropError(path, f"entry {n}: {e}") from None
         except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as e:
             detail = f"no {e}" if isinstance(e, KeyError) else str(e)
@@ -126,7 +124,7 @@ def read(
     return Imported(Source.HAR, tuple(out), tuple(f"{path}: {line}" for line in notes.lines), synthetic)
 
 
-def _headers_in(raw: Any) -> Headers:
+def _har_headers(raw: Any) -> Headers:
     """HAR headers: ``{"name", "value"}`` objects (every browser) or ``[name, value]`` pairs (Slack)."""
     out: list[tuple[str, str]] = []
     for h in raw or ():
@@ -144,7 +142,7 @@ def _started(entry: dict[str, Any]) -> float:
     try:
         return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise _Problem(f"startedDateTime {raw!r} is not an ISO 8601 date") from None
+        raise Malformed(f"startedDateTime {raw!r} is not an ISO 8601 date") from None
 
 
 def _encode(text: str, headers: Headers, mime: str, creator: str) -> bytes:
@@ -205,7 +203,7 @@ def _entry(
 ) -> Interaction:
     rq = entry["request"]
     post = rq.get("postData") or {}
-    req_headers = _headers_in(rq.get("headers"))
+    req_headers = _har_headers(rq.get("headers"))
     req_body = b""
     if post.get("text") is not None:
         req_body = _encode(str(post["text"]), req_headers, str(post.get("mimeType") or ""), creator)
@@ -225,7 +223,7 @@ def _entry(
             request, None, Source.HAR, labels, redaction,
             outcome=Outcome.UPSTREAM_ERROR, error="no response (the HAR entry has status 0)", end_ns=body_at,
         )
-    headers = _headers_in(rs.get("headers"))
+    headers = _har_headers(rs.get("headers"))
     content = rs.get("content") or {}
     body = _content_bytes(content, headers, creator)
     if body is None:
@@ -251,14 +249,14 @@ def _entry(
 def _exact(entry: dict[str, Any], ext: Any, redaction: Redaction) -> Interaction:
     """An entry streamtape exported: every piece, offset and label as recorded."""
     if not isinstance(ext, dict):
-        raise _Problem(f"{EXTENSION} is not an object")
+        raise Malformed(f"{EXTENSION} is not an object")
     version = ext.get("version")
     if not isinstance(version, int) or version > EXTENSION_VERSION:
-        raise _Problem(
+        raise Malformed(
             f"{EXTENSION} extension version {version!r} is not one this streamtape reads ({EXTENSION_VERSION})"
         )
     rq = entry["request"]
-    req_headers = _headers_in(rq.get("headers"))
+    req_headers = _har_headers(rq.get("headers"))
     if "request_body" in ext:
         req_body = base64.b64decode(ext["request_body"])
     else:
@@ -274,13 +272,13 @@ def _exact(entry: dict[str, Any], ext: Any, redaction: Redaction) -> Interaction
     try:
         outcome = Outcome(str(ext["outcome"]))
     except ValueError:
-        raise _Problem(f"{EXTENSION}: unknown outcome {ext['outcome']!r}") from None
+        raise Malformed(f"{EXTENSION}: unknown outcome {ext['outcome']!r}") from None
     labels = {str(k): str(v) for k, v in (ext.get("labels") or {}).items()}
     end_ns = ext.get("end_ns")
     response: Response | None = None
     if ext.get("framing") is not None:
         rs = entry["response"]
-        headers = _headers_in(rs.get("headers"))
+        headers = _har_headers(rs.get("headers"))
         if "body" in ext:
             body = base64.b64decode(ext["body"])
         else:
@@ -288,7 +286,7 @@ def _exact(entry: dict[str, Any], ext: Any, redaction: Redaction) -> Interaction
             body = _content_bytes(rs.get("content") or {}, (), "streamtape") or b""
         pieces = ext["pieces"]
         if sum(int(size) for _, size in pieces) != len(body):
-            raise _Problem(
+            raise Malformed(
                 f"{EXTENSION} pieces add up to {sum(int(s) for _, s in pieces)} bytes but the body "
                 f"has {len(body)} (was the entry edited?)"
             )

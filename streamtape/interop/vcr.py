@@ -46,6 +46,7 @@ from ..redaction import Redaction
 from ..wire import reason_phrase
 from .common import (
     Imported,
+    Malformed,
     Notes,
     Source,
     content_coding,
@@ -154,7 +155,7 @@ def _as_bytes(value: Any) -> bytes:
     raise TypeError(f"a body of type {type(value).__name__}")
 
 
-def _headers_in(raw: Any) -> Headers:
+def _vcr_headers(raw: Any) -> Headers:
     if raw is None:
         return ()
     if not isinstance(raw, Mapping):
@@ -197,7 +198,7 @@ def read(
     for n, item in enumerate(items):
         try:
             out.append(_interaction(item, n, notes, redaction, labels))
-        except _Problem as e:
+        except Malformed as e:
             raise InteropError(path, f"interaction {n}: {e}") from None
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             detail = f"no {e}" if isinstance(e, KeyError) else str(e)
@@ -205,30 +206,27 @@ def read(
     return Imported(Source.VCR, tuple(out), tuple(f"{path}: {line}" for line in notes.lines), len(out))
 
 
-class _Problem(Exception):
-    """A readable problem with one interaction (becomes an InteropError with the file name)."""
-
 
 def _interaction(
     item: Any, n: int, notes: Notes, redaction: Redaction, labels: Mapping[str, str] | None
 ) -> Interaction:
     if not isinstance(item, dict):
-        raise _Problem("not a mapping")
+        raise Malformed("not a mapping")
     for keys, known, where in (
         (item, _INTERACTION_KEYS, "it"),
         (item["request"], _REQUEST_KEYS, "its request"),
         (item["response"], _RESPONSE_KEYS, "its response"),
     ):
         if not isinstance(keys, dict):
-            raise _Problem(f"{where} is not a mapping")
+            raise Malformed(f"{where} is not a mapping")
         problem = _unknown(keys, known, where)
         if problem:
-            raise _Problem(problem)
+            raise Malformed(problem)
     rq, rs = item["request"], item["response"]
     request = Request(
         method=str(rq["method"]),
         url=str(rq["uri"]),
-        headers=_headers_in(rq.get("headers")),
+        headers=_vcr_headers(rq.get("headers")),
         body=_as_bytes(rq.get("body")),
     )
     if "status_code" in rs:  # vcrpy's httpx stub before 4.2
@@ -242,12 +240,12 @@ def _interaction(
         version = "HTTP/1.1"
         raw = rs.get("body") or {}
         if not isinstance(raw, dict):
-            raise _Problem("its response body is not a mapping")
+            raise Malformed("its response body is not a mapping")
         problem = _unknown(raw, _BODY_KEYS, "its response body")
         if problem:
-            raise _Problem(problem)
+            raise Malformed(problem)
         body = _as_bytes(raw.get("string"))
-    headers = _headers_in(rs.get("headers"))
+    headers = _vcr_headers(rs.get("headers"))
     body, headers, dropped = settle_coding(body, headers)
     if dropped:
         notes.add(
