@@ -64,16 +64,19 @@ def _nice(top: float) -> float:
     if top <= 0:
         return 1.0
     mag = 10.0 ** math.floor(math.log10(top))
-    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+    for m in (1, 2, 4, 6, 8, 10):  # quarters of these are round too (the gridlines)
         if top <= m * mag:
             return m * mag
     return 10 * mag
 
 
 def _tick(v: float, unit: TimingUnit) -> str:
+    """An axis label: a round number, in ms (or s) for times."""
     if unit == "tok/s":
         return f"{v:g}"
-    return fmt_value(v, unit).replace(" ", "\u202f")
+    if v >= 1e9:
+        return f"{v / 1e9:g}\u202fs"
+    return f"{v / 1e6:g}\u202fms"
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ def _axes(top: float, unit: TimingUnit, xlabel: str, ylabel: str, yfrac: bool = 
         v = top * k / 4
         x = sx.x(v)
         out.append(f'<line class="grid" x1="{x:.1f}" y1="{_T}" x2="{x:.1f}" y2="{_H - _BOT}"/>')
-        out.append(f'<text x="{x:.1f}" y="{_H - _BOT + 14}" text-anchor="middle">{_e(_tick(v, unit))}</text>')
+        anchor = "start" if k == 0 else "end" if k == 4 else "middle"
+        out.append(f'<text x="{x:.1f}" y="{_H - _BOT + 14}" text-anchor="{anchor}">{_e(_tick(v, unit))}</text>')
         yv = k / 4 if yfrac else v
         y = _H - _BOT - (_H - _T - _BOT) * k / 4
         out.append(f'<line class="grid" x1="{_L}" y1="{y:.1f}" x2="{_W - _R}" y2="{y:.1f}"/>')
