@@ -1,7 +1,9 @@
 """Timing figures of one interaction: TTFB, TTFT, gaps between tokens, rate, stalls.
 
 Pure: computed from an Interaction and its :class:`~streamtape.shapes.Analysis`.
-All times are nanoseconds from t = 0 (the moment the proxy had the whole request).
+All times are nanoseconds from t = 0: the moment the request was handed to the
+upstream, so a new connection's setup is not in them (see :class:`streamtape.cassette.Setup`;
+in cassettes recorded before setup marks, t = 0 is when the proxy had the whole request).
 
 A reasoning model streams its thinking before its answer, so "first token" has
 two answers: the first reasoning token (the server started generating) and the
