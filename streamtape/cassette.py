@@ -15,6 +15,28 @@ File layout (all msgpack, one object after another, nothing else)::
     ...     (data records of concurrent interactions interleave)
     record  {"t": "end",   "id": 0, "outcome": "complete", "error": None, "end_ns": ns}
 
+A WebSocket connection is one interaction too (:class:`WebSocketSession`): its
+begin record holds the upgrade request and the ``101`` head (framing ``none``)
+and ``"websocket": 1``; the messages of both directions go in message records
+beside (instead of) data records; its end record adds the close::
+
+    record  {"t": "begin", "id": 1, "request": {...}, "response": {"status": 101, ...}, ..., "websocket": 1}
+    record  ["m", 1, b"...", [size, ...], [gap_ns, ...], [kind, ...]]             (a batch of messages)
+    record  ["m", 1, b"...", [size, ...], [gap_ns, ...], [kind, ...], [[frame size, ...], ...]]
+    record  {"t": "end", "id": 1, ..., "websocket": {"code": 1000, "reason": "", "by": "client"}}
+
+A message's kind is ``0`` client text, ``1`` server text, ``2`` client binary,
+``3`` server binary; gaps are deltas from the previous message of the same
+session, as for pieces. The optional seventh element gives each message's
+wire frame sizes (a fragmented message has several; ``[]`` where they are not
+known); it is left out when no message of the batch has them.
+
+Format versions: a reader needs version 2 for message records and WebSocket
+begin/end records; a cassette that holds only HTTP interactions stays version
+1, so an older streamtape reads it. The header is written first, before
+anyone knows whether a session will follow, so the writer raises its version
+byte in place (one byte, fsynced) before the first WebSocket record goes out.
+
 Time: every offset (``headers_at_ns``, each piece's, ``end_ns``) counts from
 t = 0, the moment the proxy handed the request to the upstream. The upstream
 connection's setup is kept out of the offsets and stored beside them, in the
@@ -66,6 +88,11 @@ from .wire import header_value as header_value
 
 FORMAT_NAME = "streamtape"
 FORMAT_VERSION = 1
+"""The version a cassette of HTTP interactions alone is written as (every reader reads it)."""
+WEBSOCKET_VERSION = 2
+"""The version a reader needs for WebSocket sessions (message records)."""
+NEWEST_VERSION = WEBSOCKET_VERSION
+"""The newest format version this streamtape reads and writes."""
 SUFFIX = ".tape"
 
 Headers = tuple[tuple[str, str], ...]
@@ -146,6 +173,60 @@ class Setup:
         """The connection's setup steps that happened, by name (``tcp``, ``proxy_connect``, ``tls``)."""
         steps = (("tcp", self.tcp_ns), ("proxy_connect", self.proxy_connect_ns), ("tls", self.tls_ns))
         return {name: ns for name, ns in steps if ns is not None}
+
+
+class Direction(StrEnum):
+    """Which side sent a WebSocket message (or closed the connection)."""
+
+    CLIENT = "client"
+    SERVER = "server"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One WebSocket message, whole (reassembled from its frames), ``at_ns`` after t = 0.
+
+    t = 0 of a session is the moment the upgrade request was handed to the
+    upstream, as for HTTP; ``at_ns`` is when the proxy had the whole message.
+    """
+
+    at_ns: int
+    direction: Direction
+    text: bool
+    """A text message (opcode 1; ``data`` is its UTF-8); False for binary (opcode 2)."""
+    data: bytes
+    fragments: tuple[int, ...] = ()
+    """The payload size of each wire frame the message came in, when the
+    capture exposed them (mitmproxy reassembles messages and does not);
+    ``()`` when unknown. A message sent in one frame is ``(len(data),)``."""
+
+    @property
+    def from_client(self) -> bool:
+        return self.direction == Direction.CLIENT
+
+
+@dataclass(frozen=True)
+class WebSocketSession:
+    """The message timeline of a WebSocket interaction and how it closed.
+
+    The interaction's ``request`` is the upgrade request and its ``response``
+    the ``101 Switching Protocols`` head. ``close_code`` is None when no close
+    frame was seen (the connection dropped, or the recording stopped);
+    ``closed_by`` is the side that sent the first close frame.
+    """
+
+    messages: tuple[Message, ...] = ()
+    close_code: int | None = None
+    close_reason: str = ""
+    closed_by: Direction | None = None
+
+    @property
+    def client_messages(self) -> tuple[Message, ...]:
+        return tuple(m for m in self.messages if m.direction == Direction.CLIENT)
+
+    @property
+    def server_messages(self) -> tuple[Message, ...]:
+        return tuple(m for m in self.messages if m.direction == Direction.SERVER)
 
 
 @dataclass(frozen=True)
@@ -240,10 +321,18 @@ class Interaction:
     setup: Setup | None = None
     """The upstream connection's setup, kept out of the offsets; None when not
     recorded (an older cassette, or the request never reached the upstream)."""
+    websocket: WebSocketSession | None = None
+    """The messages and close of a WebSocket connection (the upgrade request in
+    ``request``, the 101 head in ``response``); None for an HTTP interaction."""
 
     def __post_init__(self) -> None:
         if type(self.outcome) is not Outcome:
             object.__setattr__(self, "outcome", Outcome(self.outcome))
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """A WebSocket session's messages (none for an HTTP interaction)."""
+        return self.websocket.messages if self.websocket else ()
 
     @property
     def pieces(self) -> tuple[Piece, ...]:
@@ -371,9 +460,15 @@ def decode_setup(d: dict[str, Any]) -> Setup:
 
 
 def begin_record(
-    rid: int, request: Request, response: Response | None, labels: dict[str, str], setup: Setup | None
+    rid: int,
+    request: Request,
+    response: Response | None,
+    labels: dict[str, str],
+    setup: Setup | None,
+    *,
+    websocket: bool = False,
 ) -> dict[str, Any]:
-    """An interaction's ``begin`` record (``setup`` only when known)."""
+    """An interaction's ``begin`` record (``setup`` only when known; ``websocket`` for a session)."""
     rec: dict[str, Any] = {
         "t": "begin",
         "id": rid,
@@ -383,7 +478,32 @@ def begin_record(
     }
     if setup is not None:
         rec["setup"] = encode_setup(setup)
+    if websocket:
+        rec["websocket"] = 1
     return rec
+
+
+def end_record(
+    rid: int, outcome: Outcome, error: str | None, end_ns: int | None, websocket: WebSocketSession | None = None
+) -> dict[str, Any]:
+    """An interaction's ``end`` record; a session's adds its close (code, reason, who)."""
+    rec: dict[str, Any] = {"t": "end", "id": rid, "outcome": outcome, "error": error, "end_ns": end_ns}
+    if websocket is not None:
+        rec["websocket"] = encode_close(websocket)
+    return rec
+
+
+def encode_close(ws: WebSocketSession) -> dict[str, Any]:
+    return {"code": ws.close_code, "reason": ws.close_reason, "by": ws.closed_by}
+
+
+def decode_close(d: dict[str, Any]) -> tuple[int | None, str, Direction | None]:
+    code, by = d.get("code"), d.get("by")
+    return (
+        None if code is None else int(code),
+        str(d.get("reason") or ""),
+        None if by is None else Direction(by),
+    )
 
 
 DATA = "d"
@@ -399,13 +519,84 @@ def data_record(rid: int, pieces: Sequence[Piece], previous_at_ns: int = 0) -> l
     return [DATA, rid, b"".join(p.data for p in pieces), [len(p.data) for p in pieces], gaps]
 
 
+MESSAGES = "m"
+
+# A message's kind in a message record: bit 0 the direction, bit 1 binary.
+_KIND_SERVER = 1
+_KIND_BINARY = 2
+
+
+def message_kind(m: Message) -> int:
+    """``0`` client text, ``1`` server text, ``2`` client binary, ``3`` server binary."""
+    return (_KIND_SERVER if m.direction == Direction.SERVER else 0) | (0 if m.text else _KIND_BINARY)
+
+
+def message_record(rid: int, messages: Sequence[Message], previous_at_ns: int = 0) -> list[Any]:
+    """A batch of messages: ``["m", id, joined bytes, sizes, gaps, kinds]`` and, when
+    any message's frames are known, ``[frame sizes, ...]`` (``[]`` for the others)."""
+    gaps = []
+    last = previous_at_ns
+    for m in messages:
+        gaps.append(m.at_ns - last)
+        last = m.at_ns
+    rec: list[Any] = [
+        MESSAGES,
+        rid,
+        b"".join(m.data for m in messages),
+        [len(m.data) for m in messages],
+        gaps,
+        [message_kind(m) for m in messages],
+    ]
+    if any(m.fragments for m in messages):
+        rec.append([list(m.fragments) for m in messages])
+    return rec
+
+
+def decode_messages(rec: list[Any], previous_at_ns: int = 0) -> list[Message]:
+    if len(rec) not in (6, 7):
+        raise ValueError("malformed message record")
+    _, _, body, sizes, gaps, kinds = rec[:6]
+    frames: list[Any] = rec[6] if len(rec) == 7 else [()] * len(sizes)
+    if not (len(sizes) == len(gaps) == len(kinds) == len(frames)) or sum(sizes) != len(body):
+        raise ValueError("message sizes do not add up to the data")
+    out: list[Message] = []
+    pos, at = 0, previous_at_ns
+    view = memoryview(body)
+    for size, gap, kind, frag in zip(sizes, gaps, kinds, frames, strict=True):
+        if not isinstance(kind, int) or not 0 <= kind <= 3:
+            raise ValueError(f"unknown message kind {kind!r}")
+        at += gap
+        out.append(
+            Message(
+                at,
+                Direction.SERVER if kind & _KIND_SERVER else Direction.CLIENT,
+                not kind & _KIND_BINARY,
+                bytes(view[pos : pos + size]),
+                tuple(int(f) for f in frag),
+            )
+        )
+        pos += size
+    return out
+
+
 def record_kind(rec: Any) -> str:
-    """``begin``, ``data`` or ``end`` (``?`` for anything else)."""
-    if isinstance(rec, list) and rec and rec[0] == DATA:
-        return "data"
+    """``begin``, ``data``, ``messages`` or ``end`` (``?`` for anything else)."""
+    if isinstance(rec, list) and rec:
+        if rec[0] == DATA:
+            return "data"
+        if rec[0] == MESSAGES:
+            return "messages"
+        return "?"
     if isinstance(rec, dict):
         return str(rec.get("t", "?"))
     return "?"
+
+
+def record_version(rec: Any) -> int:
+    """The format version a reader needs for this record."""
+    if isinstance(rec, list):
+        return WEBSOCKET_VERSION if rec and rec[0] == MESSAGES else FORMAT_VERSION
+    return WEBSOCKET_VERSION if isinstance(rec, dict) and "websocket" in rec else FORMAT_VERSION
 
 
 def record_id(rec: Any) -> Any:
@@ -430,10 +621,15 @@ def decode_pieces(rec: list[Any], previous_at_ns: int = 0) -> list[Piece]:
 
 def interaction_records(ix: Interaction, rid: int) -> list[Record]:
     """The records that store a finished interaction (used to write whole cassettes)."""
-    recs: list[Record] = [begin_record(rid, ix.request, ix.response, dict(ix.labels), ix.setup)]
+    ws = ix.websocket
+    recs: list[Record] = [
+        begin_record(rid, ix.request, ix.response, dict(ix.labels), ix.setup, websocket=ws is not None)
+    ]
     if ix.pieces:
         recs.append(data_record(rid, ix.pieces))
-    recs.append({"t": "end", "id": rid, "outcome": ix.outcome, "error": ix.error, "end_ns": ix.end_ns})
+    if ws is not None and ws.messages:
+        recs.append(message_record(rid, ws.messages))
+    recs.append(end_record(rid, ix.outcome, ix.error, ix.end_ns, ws))
     return recs
 
 
@@ -451,10 +647,18 @@ def make_header() -> dict[str, Any]:
 
 
 class _Building:
-    __slots__ = ("end", "head", "labels", "last_at", "pieces", "request", "setup")
+    __slots__ = (
+        "end", "head", "labels", "last_at", "messages", "messages_last_at", "pieces", "request", "setup",
+        "websocket",
+    )
 
     def __init__(
-        self, request: Request, head: dict[str, Any] | None, labels: dict[str, str], setup: Setup | None
+        self,
+        request: Request,
+        head: dict[str, Any] | None,
+        labels: dict[str, str],
+        setup: Setup | None,
+        websocket: bool = False,
     ) -> None:
         self.request = request
         self.head = head
@@ -463,6 +667,17 @@ class _Building:
         self.pieces: list[Piece] = []
         self.last_at = 0
         self.end: dict[str, Any] | None = None
+        self.websocket = websocket
+        self.messages: list[Message] = []
+        self.messages_last_at = 0
+
+    def session(self) -> WebSocketSession | None:
+        """The WebSocket session (None for HTTP); no close without an end record."""
+        if not self.websocket:
+            return None
+        close = self.end.get("websocket") if self.end is not None else None
+        code, reason, by = decode_close(close) if close is not None else (None, "", None)
+        return WebSocketSession(tuple(self.messages), code, reason, by)
 
     def build(self) -> Interaction:
         response = None
@@ -486,6 +701,7 @@ class _Building:
                 end_ns=None,
                 labels=self.labels,
                 setup=self.setup,
+                websocket=self.session(),
             )
         outcome = self.end["outcome"]
         if outcome not in OUTCOMES:
@@ -498,6 +714,7 @@ class _Building:
             end_ns=self.end["end_ns"],
             labels=self.labels,
             setup=self.setup,
+            websocket=self.session(),
         )
 
 
@@ -507,10 +724,10 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     version = header.get("version")
     if not isinstance(version, int):
         raise CassetteError(f"{path}: corrupt cassette header (no format version)")
-    if version > FORMAT_VERSION:
+    if version > NEWEST_VERSION:
         raise CassetteError(
             f"{path}: cassette format version {version} is newer than this streamtape "
-            f"(reads up to {FORMAT_VERSION}); upgrade streamtape"
+            f"(reads up to {NEWEST_VERSION}); upgrade streamtape"
         )
     return header
 
@@ -582,6 +799,7 @@ def load(path: str | os.PathLike[str]) -> Cassette:
                     rec["response"],
                     {str(k): str(v) for k, v in (rec.get("labels") or {}).items()},
                     decode_setup(rec["setup"]) if rec.get("setup") is not None else None,
+                    websocket=bool(rec.get("websocket")),
                 )
                 building[rid] = b
                 order.append(b)
@@ -593,6 +811,16 @@ def load(path: str | os.PathLike[str]) -> Cassette:
                 if new:
                     b.pieces.extend(new)
                     b.last_at = new[-1].at_ns
+            elif kind == "messages":
+                b = building[rid]
+                if b.end is not None:
+                    raise ValueError(f"messages after the end of interaction {rid}")
+                if not b.websocket:
+                    raise ValueError(f"messages for interaction {rid}, which is not a WebSocket session")
+                msgs = decode_messages(rec, b.messages_last_at)
+                if msgs:
+                    b.messages.extend(msgs)
+                    b.messages_last_at = msgs[-1].at_ns
             elif kind == "end":
                 b = building[rid]
                 if b.end is not None:
@@ -645,7 +873,8 @@ class CassetteWriter:
         # sender's): a lock keeps two interactions from getting one id.
         self._id_lock = threading.Lock()
         if self.path.exists() and self.path.stat().st_size > 0:
-            _header, records, good_end, size = read_records(self.path)
+            header, records, good_end, size = read_records(self.path)
+            self.version: int = header["version"]
             ids = [record_id(r) for r in records if record_kind(r) != "?"]
             self.next_id = max([i for i in ids if isinstance(i, int)], default=-1) + 1
             self._f: BinaryIO = open(self.path, "r+b")  # noqa: SIM115
@@ -657,9 +886,10 @@ class CassetteWriter:
             if self.path.parent and not self.path.parent.exists():
                 raise CassetteError(f"{self.path}: folder {self.path.parent} does not exist")
             try:
-                self._f = open(self.path, "wb")  # noqa: SIM115
+                self._f = open(self.path, "w+b")  # noqa: SIM115  (read back by _raise_version)
             except OSError as e:
                 raise CassetteError(f"{self.path}: cannot create: {e.strerror or e}") from None
+            self.version = FORMAT_VERSION
             self._write([make_header()], sync=True)
 
     def new_id(self) -> int:
@@ -669,11 +899,46 @@ class CassetteWriter:
         return rid
 
     def _write(self, records: Sequence[Record], sync: bool) -> None:
+        needed = max(map(record_version, records), default=FORMAT_VERSION)
+        if needed > self.version:
+            self._raise_version(needed)
         packer = msgpack.Packer(use_bin_type=True)
         self._f.write(b"".join(packer.pack(r) for r in records))
         self._f.flush()
         if sync:
             os.fsync(self._f.fileno())
+
+    def _raise_version(self, version: int) -> None:
+        """Raise the header's format version in place, before records that need it.
+
+        The version is one positive fixint byte after the ``version`` key, so
+        the header keeps its size and nothing after it moves. It is fsynced
+        before the records that need it are written: a reader never meets a
+        record its version does not announce.
+        """
+        self._f.flush()
+        self._f.seek(0)
+        head = self._f.read(512)
+        key = msgpack.packb("version")
+        at = head.find(key) + len(key)
+        ok = at >= len(key) and at < len(head) and head[at] == self.version and version < 0x80
+        if ok:  # check on a copy that the byte is the header's version and nothing else
+            unpacker = msgpack.Unpacker(raw=False)
+            unpacker.feed(head[:at] + bytes([version]) + head[at + 1 :])
+            try:
+                patched = next(unpacker)
+            except Exception:
+                patched = None
+            ok = isinstance(patched, dict) and patched.get("version") == version
+        if not ok:
+            self._f.seek(0, os.SEEK_END)
+            raise CassetteError(f"{self.path}: cannot raise the cassette's format version to {version}")
+        self._f.seek(at)
+        self._f.write(bytes([version]))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.seek(0, os.SEEK_END)
+        self.version = version
 
     def write(self, records: Sequence[Record], sync: bool = False) -> None:
         """Append records in one write; fsync when ``sync`` (always for an ``end``)."""

@@ -15,6 +15,7 @@ import streamtape
 from streamtape import CassetteError, Chunk, Interaction, Outcome, Piece, Request, Response
 from streamtape.cassette import (
     FORMAT_VERSION,
+    NEWEST_VERSION,
     BackgroundWriter,
     CassetteWriter,
     Framing,
@@ -168,7 +169,7 @@ def test_appending_to_an_existing_cassette_keeps_what_was_there(tmp_path: Path) 
         (b"", "empty file"),
         (b"hello, I am a text file\n", "not a streamtape cassette"),
         (msgpack.packb({"format": "vcr", "version": 1}), "not a streamtape cassette"),
-        (msgpack.packb({"format": "streamtape", "version": FORMAT_VERSION + 1}), "format version 2 is newer"),
+        (msgpack.packb({"format": "streamtape", "version": NEWEST_VERSION + 1}), "format version 3 is newer"),
         (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb(["d", 9, b"", [], []]), "unknown interaction id 9"),
         (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb({"t": "begin", "id": 0}), "corrupt cassette: record 1"),
         (msgpack.packb({"format": "streamtape", "version": 1}) + b"\xc1" * 8, "corrupt cassette"),
