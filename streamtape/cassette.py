@@ -68,10 +68,12 @@ Outcomes and framings are stored as their plain string values (``"complete"``,
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -83,6 +85,7 @@ import msgpack
 
 from . import __version__
 from .errors import CassetteError
+from .lock import hold
 from .wire import Framing as Framing
 from .wire import header_value as header_value
 
@@ -863,15 +866,38 @@ class CassetteWriter:
     Opening an existing cassette appends to it (nothing recorded is ever
     overwritten); a torn tail left by a killed recorder is cut off first, since
     the reader would drop it anyway and new records must follow valid data.
+
+    The writer holds the cassette's lock (:func:`streamtape.lock.hold`) while it
+    is open: a second writer of the same file waits up to ``lock_timeout``
+    seconds (``0``, the default: it is refused at once with a message naming
+    the holder's pid), so two recorders never interleave their records. A
+    write that fails (disk full, I/O error) cuts the file back to its last
+    whole record and ends the writing (:attr:`failed`): the file stays readable
+    up to what was written before.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], lock_timeout: float = 0.0) -> None:
         self.path = Path(path)
         self.next_id = 0
         self.dropped_tail = 0
+        self.failed = False
+        """A write failed: the file was cut back to its last whole record and is closed."""
         # Ids are taken from more than one thread (the proxy's loop, the shadow
         # sender's): a lock keeps two interactions from getting one id.
         self._id_lock = threading.Lock()
+        self._good_end = 0
+        if not self.path.parent.is_dir():  # before the lock file, which lives there
+            raise CassetteError(f"{self.path}: folder {self.path.parent} does not exist")
+        self._lock = hold(self.path, lock_timeout)
+        try:
+            self._open()
+        except BaseException:
+            self._lock.release()
+            raise
+        self._good_end = self._f.tell()
+
+    def _open(self) -> None:
+        """Open the file under the lock: append to a cassette, or create one."""
         if self.path.exists() and self.path.stat().st_size > 0:
             header, records, good_end, size = read_records(self.path)
             self.version: int = header["version"]
@@ -903,10 +929,34 @@ class CassetteWriter:
         if needed > self.version:
             self._raise_version(needed)
         packer = msgpack.Packer(use_bin_type=True)
-        self._f.write(b"".join(packer.pack(r) for r in records))
-        self._f.flush()
-        if sync:
-            os.fsync(self._f.fileno())
+        data = b"".join(packer.pack(r) for r in records)
+        try:
+            self._f.write(data)
+            self._f.flush()
+            if sync:
+                os.fsync(self._f.fileno())
+        except OSError:
+            self._abandon()
+            raise
+        self._good_end += len(data)
+
+    def _abandon(self) -> None:
+        """After a failed write: cut the file back to its last whole record, stop writing.
+
+        A failed write (disk full, I/O error) may have left part of a record on
+        disk, and the buffer still holds the rest. Records appended after it
+        (had space come back) would follow garbage, and a reader stops at the
+        first undecodable byte: everything after would be lost. So the file is
+        cut back to where the last good write ended (``ftruncate`` needs no free
+        space) and its descriptor is closed without flushing the buffer.
+        """
+        self.failed = True
+        with contextlib.suppress(OSError, ValueError):
+            os.ftruncate(self._f.fileno(), self._good_end)
+        f = self._f
+        if isinstance(f, io.BufferedRandom | io.BufferedWriter):
+            with contextlib.suppress(OSError, ValueError):
+                f.raw.close()  # the buffered file's own close would retry the failed flush
 
     def _raise_version(self, version: int) -> None:
         """Raise the header's format version in place, before records that need it.
@@ -949,10 +999,13 @@ class CassetteWriter:
         self.write(interaction_records(ix, self.new_id()), sync=True)
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
+        try:
+            if not self._f.closed:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+                self._f.close()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> CassetteWriter:
         return self
@@ -961,9 +1014,13 @@ class CassetteWriter:
         self.close()
 
 
+SAVE_LOCK_WAIT_S = 120.0
+"""How long :func:`save` waits for a cassette another process is writing."""
+
+
 def save(path: str | os.PathLike[str], interactions: Iterable[Interaction]) -> None:
-    """Write (or append) interactions to a cassette file."""
-    with CassetteWriter(path) as w:
+    """Write (or append) interactions to a cassette file (waiting for another writer's lock)."""
+    with CassetteWriter(path, lock_timeout=SAVE_LOCK_WAIT_S) as w:
         for ix in interactions:
             w.add(ix)
 
@@ -973,13 +1030,18 @@ class BackgroundWriter:
 
     ``submit`` takes records from any thread (the proxy's event loop) and
     returns at once; the thread drains everything queued, writes it in one
-    ``write`` and fsyncs when an interaction ended.
+    ``write`` and fsyncs when an interaction ended. A submit's ``on_written``
+    is called on the writer thread once its records are on disk (True; fsynced
+    when they hold an ``end``) or will never be (False): a recorder reports an
+    interaction as saved only when it is. After the first failed write nothing
+    more is written (:attr:`failure`; see :meth:`CassetteWriter._abandon`).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.writer = CassetteWriter(path)
+    def __init__(self, path: str | os.PathLike[str], lock_timeout: float = 0.0) -> None:
+        self.writer = CassetteWriter(path, lock_timeout)
         self._cond = threading.Condition()
         self._pending: list[Record] = []
+        self._waiting: list[Callable[[bool], None]] = []
         self._closing = False
         self._submitted = 0
         self._written = 0
@@ -994,10 +1056,12 @@ class BackgroundWriter:
     def new_id(self) -> int:
         return self.writer.new_id()
 
-    def submit(self, records: Sequence[Record]) -> None:
+    def submit(self, records: Sequence[Record], on_written: Callable[[bool], None] | None = None) -> None:
         with self._cond:
             self._pending.extend(records)
             self._submitted += len(records)
+            if on_written is not None:
+                self._waiting.append(on_written)
             self._cond.notify_all()
 
     def _run(self) -> None:
@@ -1006,12 +1070,18 @@ class BackgroundWriter:
                 while not self._pending and not self._closing:
                     self._cond.wait()
                 batch, self._pending = self._pending, []
+                waiting, self._waiting = self._waiting, []
                 closing = self._closing
             if batch:
-                try:
-                    self.writer.write(batch)
-                except BaseException as e:  # disk full, file removed: keep the proxy alive
-                    self.failure = e
+                if self.failure is None:
+                    try:
+                        self.writer.write(batch)
+                    except BaseException as e:  # disk full, file removed: keep the proxy alive
+                        self.failure = e
+                ok = self.failure is None
+                for done in waiting:
+                    with contextlib.suppress(Exception):  # a caller's callback must not stop the writing
+                        done(ok)
                 with self._cond:
                     self._written += len(batch)
                     self._cond.notify_all()
