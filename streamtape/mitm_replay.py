@@ -26,6 +26,7 @@ RSTs).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
@@ -59,6 +60,10 @@ class Unmatched(StrEnum):
 UNMATCHED: tuple[Unmatched, ...] = tuple(Unmatched)
 
 
+READY_TIMEOUT_S = 10.0
+"""How long a request that arrived during startup waits for the replay server."""
+
+
 class ReplayAddon(FailLoudly):
     """mitmproxy addon answering matching flows from cassettes (see the module docstring).
 
@@ -78,6 +83,10 @@ class ReplayAddon(FailLoudly):
         super().__init__(on_error)
         self.on_line = on_line
         self.server: ReplayServer | None = None
+        # Set once the replay server listens. mitmproxy accepts connections
+        # before the ``running`` hook has started it: a request in that window
+        # waits for it rather than being passed upstream unreplayed.
+        self._ready = asyncio.Event()
         self.matcher: Matcher | None = None
         self.profile: Profile = parse_profile("faithful")
         self.unmatched = Unmatched.PASSTHROUGH
@@ -172,12 +181,13 @@ class ReplayAddon(FailLoudly):
         if self.failed is None and self.matcher is None:
             self.fail("streamtape_cassette: no cassette given (--set streamtape_cassette=FILE)")
         if self.stop_if_failed() or self.matcher is None:
+            self._ready.set()  # nothing to wait for: waiting requests go on
             return
         # Connect upstream only when a passed-through request needs it: an
         # offline test must not depend on the recorded host resolving.
         with contextlib.suppress(Exception):
             ctx.options.update(connection_strategy="lazy")
-        self.server = ReplayServer(
+        server = ReplayServer(
             self.matcher,
             profile=self.profile,
             host="127.0.0.1",
@@ -186,9 +196,12 @@ class ReplayAddon(FailLoudly):
             direct_token=self._token,
             sources=self._names,
         )
-        await self.server.start()
+        await server.start()
+        self.server = server  # only now: its port is bound
+        self._ready.set()
 
     async def done(self) -> None:
+        self._ready.set()
         if self.server is not None:
             await self.server.close()
             self.server = None
@@ -201,14 +214,14 @@ class ReplayAddon(FailLoudly):
 
     # -- flows ------------------------------------------------------------------
 
-    def request(self, flow: http.HTTPFlow) -> None:
-        if (
-            self.server is None
-            or self.matcher is None
-            or self.failed is not None
-            or flow.response is not None
-        ):
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if self.matcher is None or self.failed is not None or flow.response is not None:
             return
+        if self.server is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT_S)
+            if self.server is None:  # startup failed: mitmproxy is shutting down
+                return
         r = flow.request
         if r.host in ("127.0.0.1", "localhost") and r.port == self.server.port:
             return
