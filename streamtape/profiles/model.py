@@ -45,6 +45,8 @@ class ChunkKind(StrEnum):
     CRLF_SPLIT = "crlf-split"
     COALESCE = "coalesce"
     WHOLE = "whole"
+    FRAGMENT = "fragment"
+    """A WebSocket session's messages, each in frames of N bytes (HTTP responses ignore it)."""
 
 
 class LatencyKind(StrEnum):
@@ -69,6 +71,12 @@ class FaultKind(StrEnum):
     DROP_DONE = "drop-done"
     STATUS = "status"
     SLOW_HEADERS = "slow-headers"
+    CLOSE = "close"
+    """A WebSocket session closes with a code after server message N (HTTP ignores it)."""
+    DROP = "drop"
+    """A WebSocket session's TCP connection ends without a close frame after server message N."""
+    PING = "ping"
+    """A WebSocket server pings every S seconds; an unanswered ping closes with 1011."""
 
 
 class Unit(StrEnum):

@@ -57,6 +57,8 @@ A profile is a preset name or key=value items separated by ';', e.g.
   chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
 An item without '=' is a preset expanded in place (instant;fault=cut:50%).
 Later chunk/latency/seed items override earlier ones; fault items add up.
+One profile serves HTTP responses and WebSocket sessions alike: an item for
+the other kind of interaction ([ws] below: WebSocket sessions only) is ignored.
 
 chunk=      how the body is cut into pieces (joined, always the recorded body)
   recorded        the recorded pieces (default)
@@ -67,8 +69,13 @@ chunk=      how the body is cut into pieces (joined, always the recorded body)
   split-events    like events, and every event cut in the middle of its JSON
   crlf-split      recorded pieces, plus a cut between every CR and its LF
   coalesce:MS     join recorded pieces that arrived within MS of the group's first
+                  ([ws]: server messages, in one write); without :MS, all of them
+                  (a session: all between two client messages)
   whole           the whole body in one piece
-latency=    when pieces are sent
+  fragment:N      [ws] each server message in frames of N bytes (text split anywhere,
+                  even inside a UTF-8 character); recorded: the recorded frames
+latency=    when pieces are sent ([ws]: server messages, each timed from the client
+            message that preceded it in the recording, as that one arrives)
   recorded        as recorded (default)
   instant         everything at once
   scale:F         recorded times multiplied by F
@@ -85,6 +92,11 @@ fault=      (repeatable) events are counted from 1; comments do not count
   status:CODE     fail before streaming: status CODE (400-599), an error body in the
                   format's shape, Retry-After on 429 and 503
   slow-headers:MS send the response head MS later (and everything after it)
+  close:N:CODE    [ws] after server message N (0: before any), a close frame with CODE
+                  (1000-1003, 1007-1014, 3000-4999)
+  drop:N          [ws] after server message N, the TCP connection closed without a close frame
+  ping:S          [ws] a ping every S seconds; one unanswered when the next is due closes
+                  the session with 1011
 seed=N      seed for everything random (default 0): the same seed, the same schedule
 """
 
@@ -99,6 +111,7 @@ _CHUNK_ARITY: Mapping[ChunkKind, int] = {
     ChunkKind.CRLF_SPLIT: 0,
     ChunkKind.COALESCE: 1,
     ChunkKind.WHOLE: 0,
+    ChunkKind.FRAGMENT: 1,
 }
 _LATENCY_ARITY: Mapping[LatencyKind, int] = {
     LatencyKind.RECORDED: 0,
@@ -117,7 +130,16 @@ _FAULT_ARITY: Mapping[FaultKind, int] = {
     FaultKind.DROP_DONE: 0,
     FaultKind.STATUS: 1,
     FaultKind.SLOW_HEADERS: 1,
+    FaultKind.CLOSE: 2,
+    FaultKind.DROP: 1,
+    FaultKind.PING: 1,
 }
+_OPTIONAL_ARGUMENT: frozenset[StrEnum] = frozenset({ChunkKind.COALESCE})
+"""Kinds whose one argument may be left out (``coalesce``: no window)."""
+
+_SENDABLE_CLOSE_CODES = frozenset({1000, 1001, 1002, 1003, *range(1007, 1015)})
+"""Close codes RFC 6455 lets an endpoint send below 3000 (1004-1006 and 1015 are
+reserved; 1016-2999 are for future protocol use); 3000-4999 are for applications."""
 
 _K = TypeVar("_K", bound=StrEnum)
 
@@ -146,7 +168,7 @@ def _split_value(value: str, arity: Mapping[_K, int], key: str) -> tuple[_K, lis
     if kind is None:
         raise _Bad(f"unknown {key} {name!r} (expected one of: {', '.join(arity)})")
     args = rest.split(":") if rest else []
-    if len(args) != arity[kind]:
+    if len(args) != arity[kind] and not (kind in _OPTIONAL_ARGUMENT and not args):
         if arity[kind] == 0:
             raise _Bad(f"{key} {name!r} takes no argument")
         raise _Bad(f"{key} {name!r} needs {arity[kind]} argument(s) separated by ':'")
@@ -165,8 +187,10 @@ def _parse_chunk(value: str) -> Item:
         if a < 1 or b < a:
             raise _Bad(f"random:A-B needs 1 <= A <= B, not {args[0]!r}")
         return Item(kind, (a, b), value)
-    if kind is ChunkKind.COALESCE:
+    if kind is ChunkKind.COALESCE and args:
         return Item(kind, (_num(args[0], "coalesce:MS"),), value)
+    if kind is ChunkKind.FRAGMENT:
+        return Item(kind, (_num(args[0], "fragment:N", integer=True, minimum=1),), value)
     return Item(kind, (), value)
 
 
@@ -213,6 +237,22 @@ def _parse_fault(value: str) -> Item:
         return Item(kind, (code,), value)
     if kind is FaultKind.SLOW_HEADERS:
         return Item(kind, (_num(args[0], "slow-headers:MS"),), value)
+    if kind is FaultKind.CLOSE:
+        n = _num(args[0], "close:N", integer=True)
+        code = _num(args[1], "close:CODE", integer=True)
+        if code not in _SENDABLE_CLOSE_CODES and not 3000 <= code <= 4999:
+            raise _Bad(
+                f"close:CODE must be a close code an endpoint may send "
+                f"(1000-1003, 1007-1014, 3000-4999), not {args[1]!r}"
+            )
+        return Item(kind, (n, code), value)
+    if kind is FaultKind.DROP:
+        return Item(kind, (_num(args[0], "drop:N", integer=True),), value)
+    if kind is FaultKind.PING:
+        seconds = _num(args[0], "ping:S")
+        if seconds <= 0:
+            raise _Bad(f"ping:S must be more than 0 seconds, not {args[0]!r}")
+        return Item(kind, (seconds,), value)
     return Item(kind, (), value)
 
 

@@ -17,7 +17,10 @@ Rules the drivers can rely on:
   ``[DONE]``) or the NDJSON lines; comments do not count.
 - Faults apply in a fixed order whatever the order of the items: status
   (replaces everything else), drop-done, the earliest of cut / reset /
-  cut-event / error-event, stall, keepalive, slow-headers.
+  cut-event / error-event, stall, keepalive, slow-headers. The WebSocket
+  items (``chunk=fragment``, ``fault=close`` / ``drop`` / ``ping``) are
+  :mod:`.messages`'s; an HTTP schedule ignores them, so one profile serves
+  a cassette of responses and sessions.
 - A recording whose upstream failed (upstream_closed, upstream_error) or that
   stopped before the response did (interrupted) ends with a ``cut`` at its
   recorded end: the cut is part of what was recorded. One whose *client*
@@ -286,7 +289,7 @@ class _ScheduleBuilder:
         kind = self.p.chunk.kind
         args = self.p.chunk.args
         recorded = ends[:-1]
-        if kind == ChunkKind.RECORDED:
+        if kind in (ChunkKind.RECORDED, ChunkKind.FRAGMENT):  # fragment: WebSocket frames only
             return [
                 _Piece(c.at_ns, e - len(c.data), e, c.data)
                 for c, e in zip(chunks, ends, strict=True)
@@ -321,11 +324,11 @@ class _ScheduleBuilder:
                 if kind == ChunkKind.SPLIT_EVENTS and skind != "comment" and end - start > 1:
                     cuts.append(_json_mid(body, start, end))
         elif kind == ChunkKind.COALESCE:
-            window = int(args[0] * _MS)
+            window = int(args[0] * _MS) if args else None  # None: no limit, one group
             cuts = []
             group_first = None
             for i, c in enumerate(chunks):
-                if group_first is None or c.at_ns - group_first > window:
+                if group_first is None or (window is not None and c.at_ns - group_first > window):
                     if i:
                         cuts.append(ends[i - 1])
                     group_first = c.at_ns
