@@ -31,7 +31,7 @@ def _nostyle(
     return text
 
 
-LIST_LIMIT = 30
+LIST_LIMIT = 12
 """With more pairs than this the table lists only the pairs that differ or fail a gate."""
 _RULE = "─" * 72
 
@@ -69,7 +69,8 @@ def _pairs(s: Summary, st: Style, limit: int) -> list[str]:
     if n > limit:
         shown = [p for p in s.pairs if not p.same or p.gates_failed]
     if shown:
-        heads = ["#", *(["pair"] if s.session else []), "A", "B", "request", "meaning", "wire", "ttft B/A", "duration B/A", "why"]
+        # A session's recordings are told apart by pair id; two cassettes' by FILE#N.
+        heads = ["#", *(["pair"] if s.session else ["A", "B"]), "request", "meaning", "wire", "ttft B/A", "duration B/A", "why"]
         rows = [[st(h, dim=True) for h in heads]]
         for p in shown:
             meaning = (
@@ -81,9 +82,7 @@ def _pairs(s: Summary, st: Style, limit: int) -> list[str]:
             rows.append(
                 [
                     str(p.index),
-                    *([p.pair or "-"] if s.session else []),
-                    p.a,
-                    p.b,
+                    *([p.pair or "-"] if s.session else [p.a, p.b]),
                     p.request,
                     meaning,
                     "same" if p.wire_same else st("differs", fg="yellow"),

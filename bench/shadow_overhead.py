@@ -1,0 +1,237 @@
+"""What a shadow costs the client: per-event latency through ``streamtape record`` without a
+shadow, with a busy shadow on the sender's own thread (the default), and with the same shadow
+run on the proxy's event loop (``--shadow-loop proxy``), measured in one run, side by side.
+
+    .venv/bin/python bench/shadow_overhead.py [--events 400] [--gap-ms 10] [--rounds 2]
+                                              [--shadow-pieces 4000] [--shadow-gap-ms 1]
+
+The primary upstream (in this process) writes SSE events ``--gap-ms`` apart, each
+carrying the ``perf_counter_ns`` of its write (one clock for all processes on
+Linux); a raw-socket client timestamps every read, and an event's latency is
+read time minus write time. The shadow answers every request with
+``--shadow-pieces`` small chunks ``--shadow-gap-ms`` apart: a shadow that keeps
+its sender busy for the whole of the client's stream, the worst case for the
+proxy. Paths:
+
+- direct: client -> upstream (for reference)
+- record: ``streamtape record --upstream ...`` (no shadow: the baseline)
+- shadow-thread: ``... --shadow URL`` (the sender on its own thread and loop)
+- shadow-proxy: ``... --shadow URL --shadow-loop proxy`` (the sender's tasks on
+  the proxy's own event loop)
+
+Also: how long response headers take to reach the client (the upstream sends
+them 50 ms before the first event). Rounds alternate the order of the paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+class Upstream:
+    """The primary: timestamped SSE events, ``gap_s`` apart, 50 ms after the head."""
+
+    def __init__(self, events: int, gap_s: float) -> None:
+        self.events, self.gap_s = events, gap_s
+        self.short = False
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.head_sent_ns: list[int] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s: socket.socket) -> None:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return
+            buf += d
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        self.head_sent_ns.append(time.perf_counter_ns())
+        deadline = time.perf_counter() + 0.05
+        for _ in range(1 if self.short else self.events):
+            while (left := deadline - time.perf_counter()) > 0:
+                time.sleep(left if left > 0.002 else 0)
+            ev = b'data: {"t": %d, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}\n\n' % time.perf_counter_ns()
+            s.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+            deadline += self.gap_s
+        s.sendall(b"0\r\n\r\n")
+        s.close()
+
+
+class BusyShadow:
+    """A shadow that streams ``pieces`` small chunks ``gap_s`` apart for every request."""
+
+    def __init__(self, pieces: int, gap_s: float) -> None:
+        self.pieces, self.gap_s = pieces, gap_s
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.served = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s: socket.socket) -> None:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = s.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                _, _, buf = buf.partition(b"\r\n\r\n")
+                self.served += 1
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                deadline = time.perf_counter()
+                for i in range(self.pieces):
+                    while (left := deadline - time.perf_counter()) > 0:
+                        time.sleep(left if left > 0.002 else 0)
+                    ev = b'data: {"i": %d}\n\n' % i
+                    s.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+                    deadline += self.gap_s
+                s.sendall(b"0\r\n\r\n")
+        except OSError:
+            return
+        finally:
+            s.close()
+
+
+def client(port: int) -> tuple[list[float], int]:
+    """Per-event latencies (ms) and when the head arrived (perf_counter_ns)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n"
+              b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+    buf = b""
+    lat: list[float] = []
+    head_ns = None
+    while True:
+        d = s.recv(65536)
+        now = time.perf_counter_ns()
+        if not d:
+            break
+        if head_ns is None:
+            head_ns = now
+        buf += d
+        *complete, buf = buf.split(b"\n\n")
+        for ev in complete:
+            if m := re.search(rb'"t": (\d+)', ev):
+                lat.append((now - int(m.group(1))) / 1e6)
+        if d.endswith(b"0\r\n\r\n"):
+            break
+    s.close()
+    return lat, head_ns or 0
+
+
+def start_recorder(args: list[str]) -> tuple[subprocess.Popen[str], int]:
+    """``streamtape record`` on port 0; the bound port read from its startup line."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamtape.cli", "record", "--listen", "127.0.0.1:0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if m := re.search(r"recording on 127\.0\.0\.1:(\d+)", line):
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+            return proc, int(m.group(1))
+    raise SystemExit(f"the recorder did not start (exit {proc.wait()}): {''.join(seen)}")
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=400)
+    ap.add_argument("--gap-ms", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--shadow-pieces", type=int, default=4000)
+    ap.add_argument("--shadow-gap-ms", type=float, default=1.0)
+    ap.add_argument("--head-requests", type=int, default=30, help="short streams per path for the header latency")
+    a = ap.parse_args()
+
+    up = Upstream(a.events, a.gap_ms / 1000)
+    shadow = BusyShadow(a.shadow_pieces, a.shadow_gap_ms / 1000)
+    tmp = Path(tempfile.mkdtemp())
+    upstream = f"http://127.0.0.1:{up.port}"
+    shadow_url = f"http://127.0.0.1:{shadow.port}"
+    recorders = {
+        "record": start_recorder(["--upstream", upstream, "-o", str(tmp / "record.tape")]),
+        "shadow-thread": start_recorder(["--upstream", upstream, "--shadow", shadow_url, "-o", str(tmp / "thread.tape")]),
+        "shadow-proxy": start_recorder(["--upstream", upstream, "--shadow", shadow_url, "--shadow-loop", "proxy",
+                                        "-o", str(tmp / "proxy.tape")]),
+    }
+    paths = {"direct": up.port, **{k: port for k, (_, port) in recorders.items()}}
+    lat: dict[str, list[float]] = {k: [] for k in paths}
+    head: dict[str, list[float]] = {k: [] for k in paths}
+    try:
+        for r in range(a.rounds):
+            order = list(paths) if r % 2 == 0 else list(reversed(paths))
+            for name in order:
+                print(f"round {r + 1}/{a.rounds}: {name} ({a.events} events, {a.gap_ms} ms apart)...", file=sys.stderr, flush=True)
+                ls, _ = client(paths[name])
+                lat[name] += ls
+                time.sleep(a.shadow_pieces * a.shadow_gap_ms / 1000 * 0.2)  # let the last shadow stream drain
+        up.short = True
+        print(f"headers: {a.head_requests} short streams per path...", file=sys.stderr, flush=True)
+        for _ in range(a.head_requests):
+            for name in paths:
+                n = len(up.head_sent_ns)
+                _, head_ns = client(paths[name])
+                head[name].append((head_ns - up.head_sent_ns[n]) / 1e6)
+    finally:
+        for proc, _ in recorders.values():
+            proc.send_signal(signal.SIGINT)
+        for proc, _ in recorders.values():
+            proc.wait(timeout=60)
+
+    print()
+    print(f"per-event latency, upstream write -> client read ({a.events} events x {a.rounds} rounds, {a.gap_ms} ms apart);")
+    print(f"the shadow streams {a.shadow_pieces} pieces {a.shadow_gap_ms} ms apart for every request")
+    print(f"{'path':<14} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} {'headers ms':>11}   vs record (median, p99, headers)")
+    base = lat["record"]
+    base_hd = statistics.median(head["record"])
+    for name in paths:
+        xs = lat[name]
+        med, hd = statistics.median(xs), statistics.median(head[name])
+        extra = ""
+        if name not in ("direct", "record"):
+            extra = f"   {med - statistics.median(base):+.3f}, {pct(xs, 99) - pct(base, 99):+.3f}, {hd - base_hd:+.3f}"
+        print(f"{name:<14} {med:>10.3f} {pct(xs, 90):>8.3f} {pct(xs, 99):>8.3f} {max(xs):>8.3f} {hd:>11.3f}{extra}")
+    print(f"\nthe shadow answered {shadow.served} requests")
+
+
+if __name__ == "__main__":
+    main()
