@@ -21,7 +21,8 @@ def _echo(line: str) -> None:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (any but a loopback address gets a warning).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0 picks a free one).")
 @click.option("--profile", default="faithful", show_default=True, metavar="P",
@@ -40,6 +41,12 @@ def _echo(line: str) -> None:
               help="With --proxy: send unmatched requests upstream (default) or answer 404.")
 @click.option("--confdir", default=None, metavar="DIR",
               help="With --proxy: mitmproxy's folder (CA certificate), default ~/.mitmproxy.")
+@click.option("--max-body", default=None, type=click.IntRange(0), metavar="BYTES",
+              help="The longest request body read; a longer one gets a 413 (default 16 MiB).")
+@click.option("--client-timeout", default=None, type=click.FloatRange(0, min_open=True),
+              metavar="SECONDS",
+              help="How long a request may take to arrive, and a client may leave its response "
+                   "unread, before its connection is dropped (default 30).")
 def serve(
     paths: tuple[str, ...],
     host: str,
@@ -51,6 +58,8 @@ def serve(
     proxy: bool,
     passthrough: bool | None,
     confdir: str | None,
+    max_body: int | None,
+    client_timeout: float | None,
 ) -> None:
     """Replay the cassettes in PATH... (files or folders of .tape files) over HTTP.
 
@@ -63,13 +72,23 @@ def serve(
         raise click.UsageError("--passthrough/--refuse-unmatched only apply with --proxy")
     if not proxy and confdir:
         raise click.UsageError("--confdir only applies with --proxy")
+    # Late: the server package (asyncio, wsproto) is not needed by other commands.
+    from ..serve.guard import exposure_warning
+    from ..serve.request import CLIENT_TIMEOUT_S, MAX_BODY
+    from ..serve.sources import cassette_files
+
     prof = parse_profile(profile)  # ProfileError: one line, exit 2
-    cassettes = load_many(paths)
+    found = cassette_files(paths)  # a folder's cassettes, none from outside it (links followed)
+    for skipped in found.skipped:
+        click.echo(f"streamtape: warning: {skipped.line()}", err=True)
+    cassettes = load_many(found.files)
     warn(cassettes)
+    if (exposed := exposure_warning(host)) is not None:
+        click.echo(f"streamtape: warning: {exposed}", err=True)
     n = sum(len(c) for c in cassettes)
     if proxy:
-        _serve_proxy(paths, host, port, profile, ignore_fields, match_headers, strict,
-                     passthrough is not False, confdir, n)
+        _serve_proxy(tuple(str(f) for f in found.files), host, port, profile, ignore_fields,
+                     match_headers, strict, passthrough is not False, confdir, n)
         return
 
     from ..serve import ReplayServer  # late: the asyncio server is not needed by other commands
@@ -77,6 +96,8 @@ def serve(
     server = ReplayServer(
         cassettes, profile=prof, host=host, port=port, ignore_fields=ignore_fields,
         match_headers=match_headers, strict=strict, log=_echo,
+        max_body=MAX_BODY if max_body is None else max_body,
+        client_timeout=CLIENT_TIMEOUT_S if client_timeout is None else client_timeout,
     )
 
     async def main() -> None:

@@ -45,8 +45,10 @@ from ..wire import (
     error_body,
     response_head,
 )
+from .guard import answer_and_close, drain_within, stalled_note
 from .player import Player, Prepared, Stop, reset
-from .request import MAX_HEAD, BadRequest, HTTPRequest, read_request
+from .request import CLIENT_TIMEOUT_S, MAX_BODY, MAX_HEAD, BadRequest, HTTPRequest, read_request
+from .sources import cassette_files
 
 __all__ = ["CONTROL_PREFIX", "ReplayServer", "ReplaySource", "ServeOutcome", "ServedRequest"]
 
@@ -77,6 +79,10 @@ class ServeOutcome(StrEnum):
     NO_MATCH = "no_match"
     BAD_PROFILE = "bad_profile"
     CONTROL = "control"
+    BAD_REQUEST = "bad_request"
+    """Not a request this server takes (:class:`~.request.BadRequest`): answered 4xx, or closed."""
+    CLIENT_STALLED = "client_stalled"
+    """The client stopped reading for the client timeout; its connection was dropped."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,8 @@ class ReplayServer:
         log: Callable[[str], None] | None = None,
         direct_token: str | None = None,
         sources: Sequence[str | None] | None = None,
+        max_body: int = MAX_BODY,
+        client_timeout: float = CLIENT_TIMEOUT_S,
     ) -> None:
         if isinstance(source, Matcher):
             self.matcher = source
@@ -197,6 +205,10 @@ class ReplayServer:
         self._set_where(names)
         self.profile = _as_profile(profile)
         self.direct_token = direct_token
+        self.max_body = max_body
+        """The longest request body read; a longer one gets a 413."""
+        self.client_timeout = client_timeout
+        """How long a request may take to arrive, and a client may leave its bytes unread."""
         self.host = host
         self.port = port
         self.log = log or _log.info
@@ -327,10 +339,13 @@ class ReplayServer:
         try:
             while True:
                 try:
-                    req = await read_request(reader, writer)
+                    req = await read_request(reader, writer, max_body=self.max_body,
+                                             timeout=self.client_timeout)
                 except BadRequest as e:
-                    writer.write(_error_response(400, str(e), ErrorType.BAD_REQUEST,
-                                                 keep_alive=False))
+                    self._count += 1
+                    self._emit(ServedRequest(self._count, "-", "-", e.status, None, None, None,
+                                             ServeOutcome.BAD_REQUEST, detail=str(e)))
+                    await answer_and_close(e, reader, writer)
                     break
                 if req is None:
                     break
@@ -427,7 +442,9 @@ class ReplayServer:
             self._emit(ServedRequest(
                 number, req.method, req.target, sched.status or None, served.interaction,
                 served.source, served.profile, outcome, pieces=pieces, bytes=nbytes,
-                duration_ns=time.perf_counter_ns() - t0, detail=timing_note(ix, profile) or "",
+                duration_ns=time.perf_counter_ns() - t0,
+                detail=(stalled_note(self.client_timeout, writer.transport.get_write_buffer_size())
+                        if outcome is ServeOutcome.CLIENT_STALLED else timing_note(ix, profile) or ""),
             ))
 
         outcome, pieces, nbytes, keep = await self._play(sched, req, reader, writer, t0, keep_alive,
@@ -516,7 +533,10 @@ class ReplayServer:
             while True:
                 why = await player.start()
                 if why is Stop.DRAIN:
-                    await writer.drain()
+                    if not await drain_within(writer, self.client_timeout):
+                        report(ServeOutcome.CLIENT_STALLED, player.pieces, player.byte_count)
+                        transport.abort()
+                        return ServeOutcome.CLIENT_STALLED, player.pieces, player.byte_count, False
                 elif why is Stop.YIELD:
                     # Instant replay of a long stream: let other streams run.
                     await asyncio.sleep(0)
@@ -543,7 +563,9 @@ class ReplayServer:
                 await self._flush(writer)
                 writer.close()
                 return ServeOutcome.COMPLETE, pieces, nbytes, False
-            await writer.drain()
+            if not await drain_within(writer, self.client_timeout):
+                transport.abort()  # reported complete already: every byte was handed over
+                return ServeOutcome.COMPLETE, pieces, nbytes, False
             return ServeOutcome.COMPLETE, pieces, nbytes, True
         except (ConnectionError, OSError):
             return ServeOutcome.CLIENT_DISCONNECTED, player.pieces, player.byte_count, False
@@ -569,7 +591,9 @@ class ReplayServer:
         self._emit(ServedRequest(number, req.method, req.target, status, None, None, None,
                                  ServeOutcome.CONTROL))
         writer.write(_simple_response(status, body, keep_alive=keep_alive))
-        await writer.drain()
+        if not await drain_within(writer, self.client_timeout):
+            writer.transport.abort()
+            return False
         return keep_alive
 
 
@@ -600,7 +624,10 @@ def _collect(source: ReplaySource) -> tuple[list[Interaction], list[str | None]]
             names.extend([s.path.name if s.path else None] * len(s))
         else:
             paths.append(s)
-    for cas in load_many(paths) if paths else ():
+    found = cassette_files(paths)  # a folder's files, none from outside it
+    for skipped in found.skipped:
+        _log.warning(f"streamtape: {skipped.line()}")
+    for cas in load_many(found.files) if found.files else ():
         items.extend(cas)
         names.extend([cas.path.name if cas.path else None] * len(cas))
     return items, names
