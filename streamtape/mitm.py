@@ -29,9 +29,13 @@ second, with the connection's setup steps (TCP from mitmproxy's own
 the TLS handshake from the hooks' clock readings). The flow learns its
 connection (``flow.server_conn``) only once it has one, so the two meet in
 ``responseheaders`` (or, for a flow that failed without a response, at its
-end): :meth:`streamtape.record.Recorder.sent`. Not measured: a CONNECT to an
-upstream proxy for a plain-HTTP origin (no hook marks its end; its time stays
-in the offsets).
+end): :meth:`streamtape.record.Recorder.sent`. Through an upstream proxy
+(``--mode upstream:...``) to an https origin, the connection to the proxy has
+the ``server_connected`` hook and the origin's TLS runs inside it after the
+CONNECT: the marks are TCP to the proxy, the CONNECT, and TLS. Not measured: a
+plain-HTTP origin through an upstream proxy (its requests go to the proxy's
+connection under another name; no setup is stored and the offsets count from
+the request hook).
 
 Nothing passes unrecorded. mitmproxy starts listening before it calls the
 ``running`` hook, where the cassette is opened (not earlier, so a proxy that
@@ -57,6 +61,7 @@ from mitmproxy import connection, ctx, flowfilter, http, tls
 from mitmproxy.addonmanager import Loader
 from mitmproxy.options import Options
 from mitmproxy.proxy import server_hooks
+from mitmproxy.proxy.tunnel import TunnelLayer
 from mitmproxy.tools.dump import DumpMaster
 
 from .cassette import BackgroundWriter, Interaction, Outcome, Record, Request
@@ -108,8 +113,23 @@ class _Connecting:
     connected_ns: int
     tcp_ns: int | None
     tls_start_ns: int | None = None
+    tunnel: _Connecting | None = None
+    """The connection to an upstream proxy this one runs inside (after a CONNECT)."""
     ready: UpstreamConnection | None = None
     """Set once the connection can take a request."""
+
+
+def _tunnel_of(data: tls.TlsData) -> connection.Connection | None:
+    """The upstream proxy connection a server TLS handshake runs inside, if any.
+
+    Through an upstream proxy, mitmproxy opens a connection to the proxy (its
+    own ``server_connected``), sends CONNECT on it, and runs the origin's TLS
+    inside: a :class:`TunnelLayer` in the handshake's layer stack holds both.
+    """
+    for layer in data.context.layers:
+        if isinstance(layer, TunnelLayer) and layer.conn == data.conn and layer.tunnel_connection != data.conn:
+            return layer.tunnel_connection
+    return None
 
 
 def outcome_of(flow: http.HTTPFlow) -> Outcome:
@@ -383,23 +403,31 @@ class RecordAddon(FailLoudly):
         self._connections[s] = c
 
     def tls_start_server(self, data: tls.TlsData) -> None:
+        now = time.perf_counter_ns()
         c = self._connections.get(data.conn)
-        if c is not None:
-            c.tls_start_ns = time.perf_counter_ns()
+        if c is None:  # no server_connected of its own: inside an upstream proxy's tunnel?
+            tunnel = _tunnel_of(data)
+            t = self._connections.get(tunnel) if tunnel is not None else None
+            if t is None or t.ready is None:
+                return
+            c = self._connections[data.conn] = _Connecting(t.connected_ns, t.tcp_ns, tunnel=t)
+        c.tls_start_ns = now
 
     def tls_established_server(self, data: tls.TlsData) -> None:
         now = time.perf_counter_ns()
         c = self._connections.get(data.conn)
         if c is None:
             return
-        # TLS starts once TCP is up: the handshake mark includes the proxy building
-        # its TLS context (tlsconfig's tls_start_server hook), as it would for the
-        # client. Through an upstream proxy, the CONNECT exchange comes first and
-        # ends where the tls_start_server hook runs.
-        via = isinstance(data.conn, connection.Server) and data.conn.via is not None
-        start = c.tls_start_ns if via and c.tls_start_ns is not None else c.connected_ns
-        connect = start - c.connected_ns if via else None
-        c.ready = UpstreamConnection(now, c.tcp_ns, connect, now - start)
+        t = c.tunnel.ready if c.tunnel is not None else None
+        if t is not None and c.tls_start_ns is not None:
+            # Through an upstream proxy: TCP (and TLS, for an https:// proxy) to the
+            # proxy, then the CONNECT exchange, which ends where this handshake starts.
+            tls_ns = now - c.tls_start_ns + (t.tls_ns or 0)
+            c.ready = UpstreamConnection(now, t.tcp_ns, c.tls_start_ns - t.ready_ns, tls_ns)
+        else:
+            # Direct: TLS starts once TCP is up. The mark includes the proxy building
+            # its TLS context (tlsconfig's tls_start_server), as a client would.
+            c.ready = UpstreamConnection(now, c.tcp_ns, None, now - c.connected_ns)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow, Outcome.COMPLETE, None)
