@@ -47,6 +47,7 @@ recorder is there, then recorded like any other.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import signal
@@ -146,7 +147,11 @@ class RecordAddon(FailLoudly):
     """Records streaming responses into a cassette.
 
     ``on_finished`` is called on the event loop with each finished interaction
-    (the CLI prints a line); ``on_error`` with a one-line message when the
+    as it ends; ``on_saved`` once it is on disk (the CLI prints its line then,
+    so a line means a saved recording even if the recorder is killed right
+    after; by default an info line in the log), ``on_lost`` instead when it
+    could not be written (the disk filled up; by default an error line in the
+    log). ``on_error`` is called with a one-line message when the
     addon cannot work (bad option, unwritable file) -- by default it logs the
     message at error level and stops the proxy, so a bad option never leaves
     mitmproxy running with the addon silently inactive. ``on_credential``
@@ -162,9 +167,13 @@ class RecordAddon(FailLoudly):
         on_error: Callable[[str], None] | None = None,
         shadow: ShadowSender | None = None,
         on_credential: Callable[[Credential], None] | None = None,
+        on_saved: Callable[[Interaction], None] | None = None,
+        on_lost: Callable[[Interaction], None] | None = None,
     ) -> None:
         super().__init__(on_error)
         self.on_finished = on_finished
+        self.on_saved = on_saved
+        self.on_lost = on_lost
         self.on_credential = on_credential or (lambda c: log.warning(f"streamtape: {credential_warning(c)}"))
         self.shadow = shadow
         """Mirrors each recorded request to shadow backends (``record --shadow``)."""
@@ -175,8 +184,13 @@ class RecordAddon(FailLoudly):
         self.redaction = Redaction()
         self.labels: dict[str, str] = {}
         self.saved = 0
+        """Finished interactions on disk (see :meth:`_report_when_saved`)."""
+        self.lost = 0
+        """Finished interactions that could not be written."""
         self._running = False
         self._deferred: list[Record] = []
+        self._finishing: list[Interaction] = []  # ended in this hook: reported once written
+        self._written: collections.deque[tuple[list[Interaction], bool]] = collections.deque()
         self._ticker: asyncio.Task[None] | None = None
         self._write_failure_reported = False
         self._pending_heads: dict[str, tuple[http.HTTPFlow, int]] = {}
@@ -290,9 +304,56 @@ class RecordAddon(FailLoudly):
         self._deferred.extend(records)
 
     def _hand_off(self) -> None:
+        done, self._finishing = self._finishing, []
         if self._deferred and self.writer is not None:
-            self.writer.submit(self._deferred)
+            if done:
+                try:
+                    loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+                except RuntimeError:
+                    loop = None
+
+                def written(ok: bool) -> None:  # on the writer thread
+                    self._written.append((done, ok))
+                    if loop is not None:
+                        with contextlib.suppress(RuntimeError):  # the loop is gone: done() reports
+                            loop.call_soon_threadsafe(self._report_written)
+
+                self.writer.submit(self._deferred, on_written=written)
+            else:
+                self.writer.submit(self._deferred)
+        elif done:
+            self._written.append((done, False))
+            self._report_written()
         self._deferred = []
+
+    def _report_when_saved(self, ix: Interaction) -> None:
+        """Report a finished interaction once its ``end`` record is on disk, or could not be.
+
+        Its records were handed to :meth:`_defer` already; the hand-off that
+        follows this hook submits them with a callback, and the report comes
+        back to the event loop (:meth:`_report_written`). So ``on_saved``
+        (the CLI's line) never announces a recording a kill could still lose.
+        """
+        self._finishing.append(ix)
+
+    def _report_written(self) -> None:
+        """On the event loop: say what the writer saved, and what it could not save."""
+        self._check_writer()
+        while self._written:
+            done, ok = self._written.popleft()
+            for ix in done:
+                if ok:
+                    self.saved += 1
+                    if self.on_saved:
+                        self.on_saved(ix)
+                    else:
+                        log.info(f"streamtape: {summary_line(ix)}")
+                else:
+                    self.lost += 1
+                    if self.on_lost:
+                        self.on_lost(ix)
+                    else:
+                        log.error(f"streamtape: not saved: {summary_line(ix)}")
 
     async def _tick(self) -> None:
         while True:
@@ -307,7 +368,10 @@ class RecordAddon(FailLoudly):
         if w is not None and w.failure is not None and not self._write_failure_reported:
             self._write_failure_reported = True
             e = w.failure
-            self.report(f"cannot write {w.path}: {getattr(e, 'strerror', None) or e}; recordings are being lost")
+            self.report(
+                f"cannot write {w.path}: {getattr(e, 'strerror', None) or e}; the proxy goes on serving, "
+                f"but nothing more is recorded (the cassette keeps what was saved before)"
+            )
 
     # -- flow hooks ----------------------------------------------------------
 
@@ -447,12 +511,9 @@ class RecordAddon(FailLoudly):
             self.shadow.finished(flow.id, recorded=ix is not None)
         if ix is None:
             return
-        self.saved += 1
-        self._check_writer()
         if self.on_finished:
             self.on_finished(ix)
-        else:
-            log.info(f"streamtape: {summary_line(ix)}")
+        self._report_when_saved(ix)
 
     # -- shutdown ------------------------------------------------------------
 
@@ -466,14 +527,13 @@ class RecordAddon(FailLoudly):
             self._apply_head(key)
         if self.recorder:
             for ix in self.recorder.close(time.perf_counter_ns()):
-                self.saved += 1
                 if self.on_finished:
                     self.on_finished(ix)
-                else:
-                    log.info(f"streamtape: {summary_line(ix)}")
+                self._report_when_saved(ix)
         if self.shadow is not None:
             self.shadow.stop()  # its last records reach the writer before it closes
         self._close_writer()
+        self._report_written()  # the writer thread has finished: everything it wrote
 
     def _close_writer(self) -> None:
         if self.writer is not None:

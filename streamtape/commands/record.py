@@ -165,7 +165,12 @@ def record(
     def credential(c: Credential) -> None:
         click.echo(f"streamtape: warning: {credential_warning(c, '--redact-field ')}", err=True)
 
-    addon = RecordAddon(on_finished=finished, on_error=failed, shadow=sender, on_credential=credential)
+    def not_saved(ix: Interaction) -> None:
+        # The client was served; the cassette could not take the recording (said once on stderr).
+        click.echo(f"{summary_line(ix)}  [not saved]")
+
+    addon = RecordAddon(on_saved=finished, on_error=failed, shadow=sender, on_credential=credential,
+                        on_lost=not_saved)
 
     def running(addrs: list[tuple[str, int]]) -> None:
         if failures:
@@ -205,7 +210,11 @@ def record(
         for c in sender.counts.values():
             click.echo(f"streamtape: shadow {c.name}: {shadow_counts(c)}", err=True)
     if lost:
-        click.echo(f"streamtape: stopped; {out} could not be written, some recordings are lost", err=True)
+        click.echo(
+            f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}, "
+            f"{addon.lost} could not be written",
+            err=True,
+        )
         sys.exit(1)
     click.echo(f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}", err=True)
 
