@@ -73,19 +73,22 @@ import io
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, ClassVar
 from urllib.parse import urlsplit
 
 import msgpack
 
 from . import __version__
+from .cassette_index import INDEX, INDEX_MIN_BYTES, INDEX_VERSION, Kind, TableBuilder, index_record
 from .errors import CassetteError
 from .lock import hold
+from .pieces import Piece as Piece
+from .pieces import Pieces as Pieces
+from .pieces import PieceSequence as PieceSequence
 from .wire import Framing as Framing
 from .wire import header_value as header_value
 
@@ -94,7 +97,7 @@ FORMAT_VERSION = 1
 """The version a cassette of HTTP interactions alone is written as (every reader reads it)."""
 WEBSOCKET_VERSION = 2
 """The version a reader needs for WebSocket sessions (message records)."""
-NEWEST_VERSION = WEBSOCKET_VERSION
+NEWEST_VERSION = INDEX_VERSION
 """The newest format version this streamtape reads and writes."""
 SUFFIX = ".tape"
 
@@ -130,14 +133,6 @@ CONTENT_LENGTH = Framing.CONTENT_LENGTH
 CLOSE_DELIMITED = Framing.CLOSE_DELIMITED
 FRAMES = Framing.FRAMES  # HTTP/2 and HTTP/3: the body is carried in DATA frames
 FRAMINGS: tuple[Framing, ...] = (CHUNKED, CONTENT_LENGTH, CLOSE_DELIMITED, FRAMES)
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """One body piece as the upstream delivered it, ``at_ns`` after t = 0."""
-
-    at_ns: int
-    data: bytes
 
 
 Chunk = Piece
@@ -266,7 +261,8 @@ class Response:
     http_version: str = "HTTP/1.1"
     headers: Headers = ()
     framing: Framing = Framing.CHUNKED
-    pieces: tuple[Piece, ...] = ()
+    pieces: Sequence[Piece] = ()
+    """A tuple, or compact :class:`~streamtape.pieces.Pieces` (what a loaded cassette gives)."""
     headers_at_ns: int = 0
     """When the response headers reached the proxy, after t = 0."""
 
@@ -277,10 +273,10 @@ class Response:
         http_version: str = "HTTP/1.1",
         headers: Headers = (),
         framing: Framing | str = Framing.CHUNKED,
-        pieces: tuple[Piece, ...] = (),
+        pieces: Sequence[Piece] = (),
         headers_at_ns: int = 0,
         *,
-        chunks: tuple[Piece, ...] | None = None,
+        chunks: Sequence[Piece] | None = None,
     ) -> None:
         init = object.__setattr__  # frozen: the one place fields are set
         init(self, "status", status)
@@ -292,14 +288,26 @@ class Response:
         init(self, "headers_at_ns", headers_at_ns)
 
     @property
-    def chunks(self) -> tuple[Piece, ...]:
+    def chunks(self) -> Sequence[Piece]:
         """The old name of :attr:`pieces`."""
         return self.pieces
 
-    @cached_property
+    @property
     def body(self) -> bytes:
-        """All pieces joined: the body exactly as the upstream sent it (encoding kept)."""
-        return b"".join(p.data for p in self.pieces)
+        """All pieces joined: the body exactly as the upstream sent it (encoding kept).
+
+        Compact pieces hold it joined already; a tuple's join is kept. A loaded
+        cassette's body is not kept here, so an interaction held for matching
+        does not pin the body it once played.
+        """
+        ps = self.pieces
+        if isinstance(ps, PieceSequence):
+            return ps.joined
+        cached: bytes | None = self.__dict__.get("_body")
+        if cached is None:
+            cached = b"".join(p.data for p in ps)
+            self.__dict__["_body"] = cached
+        return cached
 
     def header(self, name: str) -> str | None:
         return header_value(self.headers, name)
@@ -338,12 +346,12 @@ class Interaction:
         return self.websocket.messages if self.websocket else ()
 
     @property
-    def pieces(self) -> tuple[Piece, ...]:
+    def pieces(self) -> Sequence[Piece]:
         """The response's body pieces (none without a response)."""
         return self.response.pieces if self.response else ()
 
     @property
-    def chunks(self) -> tuple[Piece, ...]:
+    def chunks(self) -> Sequence[Piece]:
         """The old name of :attr:`pieces`."""
         return self.pieces
 
@@ -358,40 +366,6 @@ class Interaction:
             return self.end_ns
         ps = self.pieces
         return ps[-1].at_ns if ps else None
-
-
-class Cassette(Sequence[Interaction]):
-    """An ordered, read-only sequence of interactions loaded from a ``.tape`` file."""
-
-    def __init__(
-        self,
-        interactions: Iterable[Interaction] = (),
-        *,
-        path: Path | None = None,
-        header: dict[str, Any] | None = None,
-        warnings: Iterable[str] = (),
-    ) -> None:
-        self._items = list(interactions)
-        self.path = path
-        self.header = header or {}
-        self.warnings: list[str] = list(warnings)
-        """Problems the reader recovered from (a torn last record), one line each."""
-
-    @overload
-    def __getitem__(self, i: int) -> Interaction: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Interaction]: ...
-    def __getitem__(self, i: int | slice) -> Interaction | list[Interaction]:
-        return self._items[i]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[Interaction]:
-        return iter(self._items)
-
-    def __repr__(self) -> str:
-        return f"<Cassette {self.path or '(memory)'}: {len(self)} interactions>"
 
 
 # --------------------------------------------------------------------------
@@ -514,6 +488,8 @@ DATA = "d"
 
 def data_record(rid: int, pieces: Sequence[Piece], previous_at_ns: int = 0) -> list[Any]:
     """A batch of pieces: ``["d", id, joined bytes, sizes, gaps]`` (gaps are delta offsets)."""
+    if isinstance(pieces, PieceSequence):
+        return [DATA, rid, pieces.joined, pieces.sizes, pieces.gaps(previous_at_ns)]
     gaps = []
     last = previous_at_ns
     for p in pieces:
@@ -583,12 +559,14 @@ def decode_messages(rec: list[Any], previous_at_ns: int = 0) -> list[Message]:
 
 
 def record_kind(rec: Any) -> str:
-    """``begin``, ``data``, ``messages`` or ``end`` (``?`` for anything else)."""
+    """``begin``, ``data``, ``messages``, ``end`` or ``index`` (``?`` for anything else)."""
     if isinstance(rec, list) and rec:
         if rec[0] == DATA:
             return "data"
         if rec[0] == MESSAGES:
             return "messages"
+        if rec[0] == INDEX:
+            return "index"
         return "?"
     if isinstance(rec, dict):
         return str(rec.get("t", "?"))
@@ -598,6 +576,8 @@ def record_kind(rec: Any) -> str:
 def record_version(rec: Any) -> int:
     """The format version a reader needs for this record."""
     if isinstance(rec, list):
+        if rec and rec[0] == INDEX:
+            return INDEX_VERSION
         return WEBSOCKET_VERSION if rec and rec[0] == MESSAGES else FORMAT_VERSION
     return WEBSOCKET_VERSION if isinstance(rec, dict) and "websocket" in rec else FORMAT_VERSION
 
@@ -646,217 +626,6 @@ def make_header() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# Reading
-
-
-class _Building:
-    __slots__ = (
-        "end", "head", "labels", "last_at", "messages", "messages_last_at", "pieces", "request", "setup",
-        "websocket",
-    )
-
-    def __init__(
-        self,
-        request: Request,
-        head: dict[str, Any] | None,
-        labels: dict[str, str],
-        setup: Setup | None,
-        websocket: bool = False,
-    ) -> None:
-        self.request = request
-        self.head = head
-        self.labels = labels
-        self.setup = setup
-        self.pieces: list[Piece] = []
-        self.last_at = 0
-        self.end: dict[str, Any] | None = None
-        self.websocket = websocket
-        self.messages: list[Message] = []
-        self.messages_last_at = 0
-
-    def session(self) -> WebSocketSession | None:
-        """The WebSocket session (None for HTTP); no close without an end record."""
-        if not self.websocket:
-            return None
-        close = self.end.get("websocket") if self.end is not None else None
-        code, reason, by = decode_close(close) if close is not None else (None, "", None)
-        return WebSocketSession(tuple(self.messages), code, reason, by)
-
-    def build(self) -> Interaction:
-        response = None
-        if self.head is not None:
-            h = self.head
-            response = Response(
-                status=int(h["status"]),
-                reason=h["reason"],
-                http_version=h["http_version"],
-                headers=_headers_in(h["headers"]),
-                framing=Framing(h["framing"]),
-                pieces=tuple(self.pieces),
-                headers_at_ns=int(h["headers_at_ns"]),
-            )
-        if self.end is None:
-            return Interaction(
-                self.request,
-                response,
-                outcome=INTERRUPTED,
-                error="the recording stopped before this response ended",
-                end_ns=None,
-                labels=self.labels,
-                setup=self.setup,
-                websocket=self.session(),
-            )
-        outcome = self.end["outcome"]
-        if outcome not in OUTCOMES:
-            raise ValueError(f"unknown outcome {outcome!r}")
-        return Interaction(
-            self.request,
-            response,
-            outcome=Outcome(outcome),
-            error=self.end["error"],
-            end_ns=self.end["end_ns"],
-            labels=self.labels,
-            setup=self.setup,
-            websocket=self.session(),
-        )
-
-
-def _check_header(path: Path, header: Any) -> dict[str, Any]:
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise CassetteError(f"{path}: not a streamtape cassette")
-    version = header.get("version")
-    if not isinstance(version, int):
-        raise CassetteError(f"{path}: corrupt cassette header (no format version)")
-    if version > NEWEST_VERSION:
-        raise CassetteError(
-            f"{path}: cassette format version {version} is newer than this streamtape "
-            f"(reads up to {NEWEST_VERSION}); upgrade streamtape"
-        )
-    return header
-
-
-def read_records(path: Path) -> tuple[dict[str, Any], list[Any], int, int]:
-    """Header, records, the byte offset where valid data ends, and the file size.
-
-    Raises :class:`CassetteError` for anything but a torn last record.
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CassetteError(f"{path}: no such cassette file") from None
-    except IsADirectoryError:
-        raise CassetteError(f"{path}: is a directory, not a cassette file") from None
-    except OSError as e:
-        raise CassetteError(f"{path}: cannot read: {e.strerror or e}") from None
-    if not data:
-        raise CassetteError(f"{path}: empty file, not a streamtape cassette")
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
-    unpacker.feed(data)
-    objs: list[Any] = []
-    good_end = 0
-    try:
-        for obj in unpacker:
-            objs.append(obj)
-            good_end = unpacker.tell()
-            if len(objs) == 1:
-                _check_header(path, obj)
-    except CassetteError:
-        raise
-    except Exception:
-        if not objs:
-            raise CassetteError(f"{path}: not a streamtape cassette") from None
-        raise CassetteError(
-            f"{path}: corrupt cassette: undecodable data at byte {good_end} "
-            f"after record {len(objs) - 1}"
-        ) from None
-    if not objs:
-        # The header itself is torn or this is not msgpack at all.
-        raise CassetteError(f"{path}: not a streamtape cassette (no complete header)")
-    return objs[0], objs[1:], good_end, len(data)
-
-
-def load(path: str | os.PathLike[str]) -> Cassette:
-    """Load a cassette. Raises :class:`~streamtape.errors.CassetteError` on bad input.
-
-    A torn last record is dropped; :attr:`Cassette.warnings` says what was dropped.
-    """
-    p = Path(path)
-    header, records, good_end, size = read_records(p)
-    warnings = []
-    if good_end < size:
-        warnings.append(
-            f"{p}: dropped a torn last record ({size - good_end} bytes at byte {good_end}); "
-            "the recorder was probably killed while writing it"
-        )
-    building: dict[int, _Building] = {}
-    order: list[_Building] = []
-    for n, rec in enumerate(records, start=1):
-        try:
-            kind = record_kind(rec)
-            rid = record_id(rec)
-            if kind == "begin":
-                if rid in building:
-                    raise ValueError(f"interaction id {rid} begins twice")
-                b = _Building(
-                    decode_request(rec["request"]),
-                    rec["response"],
-                    {str(k): str(v) for k, v in (rec.get("labels") or {}).items()},
-                    decode_setup(rec["setup"]) if rec.get("setup") is not None else None,
-                    websocket=bool(rec.get("websocket")),
-                )
-                building[rid] = b
-                order.append(b)
-            elif kind == "data":
-                b = building[rid]
-                if b.end is not None:
-                    raise ValueError(f"data after the end of interaction {rid}")
-                new = decode_pieces(rec, b.last_at)
-                if new:
-                    b.pieces.extend(new)
-                    b.last_at = new[-1].at_ns
-            elif kind == "messages":
-                b = building[rid]
-                if b.end is not None:
-                    raise ValueError(f"messages after the end of interaction {rid}")
-                if not b.websocket:
-                    raise ValueError(f"messages for interaction {rid}, which is not a WebSocket session")
-                msgs = decode_messages(rec, b.messages_last_at)
-                if msgs:
-                    b.messages.extend(msgs)
-                    b.messages_last_at = msgs[-1].at_ns
-            elif kind == "end":
-                b = building[rid]
-                if b.end is not None:
-                    raise ValueError(f"interaction id {rid} ends twice")
-                b.end = rec
-            else:
-                raise ValueError(f"unknown record type {kind!r}")
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            detail = f"unknown interaction id {e}" if isinstance(e, KeyError) else str(e)
-            raise CassetteError(f"{p}: corrupt cassette: record {n}: {detail}") from None
-    try:
-        items = [b.build() for b in order]
-    except (KeyError, TypeError, ValueError) as e:
-        raise CassetteError(f"{p}: corrupt cassette: {e}") from None
-    return Cassette(items, path=p, header=header, warnings=warnings)
-
-
-def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
-    """Load cassettes from files and folders (every ``*.tape`` in a folder, sorted)."""
-    out: list[Cassette] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            files = sorted(p.glob(f"*{SUFFIX}"))
-            if not files:
-                raise CassetteError(f"{p}: folder holds no {SUFFIX} cassettes")
-            out.extend(load(f) for f in files)
-        else:
-            out.append(load(p))
-    return out
-
-
-# --------------------------------------------------------------------------
 # Writing
 
 
@@ -874,12 +643,21 @@ class CassetteWriter:
     write that fails (disk full, I/O error) cuts the file back to its last
     whole record and ends the writing (:attr:`failed`): the file stays readable
     up to what was written before.
+
+    The writer notes where each record goes; :meth:`close` appends an index
+    record (:mod:`streamtape.cassette_index`) when the file has reached
+    ``index_min_bytes``, so it reopens without a scan. Appending to a cassette
+    that ends in an index cuts that index off first (it is rewritten on close).
     """
 
-    def __init__(self, path: str | os.PathLike[str], lock_timeout: float = 0.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], lock_timeout: float = 0.0, index_min_bytes: int = INDEX_MIN_BYTES
+    ) -> None:
         self.path = Path(path)
         self.next_id = 0
         self.dropped_tail = 0
+        self.index_min_bytes = index_min_bytes
+        self._table = TableBuilder()
         self.failed = False
         """A write failed: the file was cut back to its last whole record and is closed."""
         # Ids are taken from more than one thread (the proxy's loop, the shadow
@@ -899,14 +677,17 @@ class CassetteWriter:
     def _open(self) -> None:
         """Open the file under the lock: append to a cassette, or create one."""
         if self.path.exists() and self.path.stat().st_size > 0:
-            header, records, good_end, size = read_records(self.path)
-            self.version: int = header["version"]
-            ids = [record_id(r) for r in records if record_kind(r) != "?"]
-            self.next_id = max([i for i in ids if isinstance(i, int)], default=-1) + 1
+            layout, _identity, fd = open_layout(self.path)
+            os.close(fd)
+            self.version: int = layout.header["version"]
+            self.next_id = max(layout.table.ids, default=-1) + 1
+            self._table = TableBuilder.of(layout.table)
             self._f: BinaryIO = open(self.path, "r+b")  # noqa: SIM115
-            if good_end < size:
-                self._f.truncate(good_end)
-                self.dropped_tail = size - good_end
+            if layout.index_start is not None:  # derived data: rewritten on close
+                self._f.truncate(layout.index_start)
+            elif layout.good_end < layout.size:
+                self._f.truncate(layout.good_end)
+                self.dropped_tail = layout.size - layout.good_end
             self._f.seek(0, os.SEEK_END)
         else:
             if self.path.parent and not self.path.parent.exists():
@@ -929,7 +710,8 @@ class CassetteWriter:
         if needed > self.version:
             self._raise_version(needed)
         packer = msgpack.Packer(use_bin_type=True)
-        data = b"".join(packer.pack(r) for r in records)
+        packed = [packer.pack(r) for r in records]
+        data = b"".join(packed)
         try:
             self._f.write(data)
             self._f.flush()
@@ -938,7 +720,46 @@ class CassetteWriter:
         except OSError:
             self._abandon()
             raise
+        self._note(records, packed, self._good_end)
         self._good_end += len(data)
+
+    _KINDS: ClassVar[dict[str, Kind]] = {"data": Kind.DATA, "messages": Kind.MESSAGES, "end": Kind.END}
+
+    def _note(self, records: Sequence[Record], packed: Sequence[bytes], offset: int) -> None:
+        """Where each interaction's records went, for the index written on close."""
+        table = self._table
+        for rec, blob in zip(records, packed, strict=True):
+            kind = record_kind(rec)
+            if kind == "begin":
+                table.begin(record_id(rec), offset, len(blob))
+            elif kind in self._KINDS:
+                table.add(record_id(rec), offset, len(blob), self._KINDS[kind])
+            offset += len(blob)
+
+    def _write_index(self) -> None:
+        """Append the index record, if the file is large enough to want one.
+
+        It needs format version 3, raised in the header first (fsynced); an
+        older streamtape refuses such a file with a message to upgrade. An
+        index that cannot be written (disk full) is cut off again: it is only
+        a shortcut, and the reader finds the records without it.
+        """
+        if self.failed or self._good_end < self.index_min_bytes:
+            return
+        table = self._table.table()
+        if not len(table):
+            return
+        try:
+            if self.version < INDEX_VERSION:
+                self._raise_version(INDEX_VERSION)
+            self._f.seek(self._good_end)
+            self._f.write(index_record(table, self._good_end))
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except (OSError, CassetteError):
+            with contextlib.suppress(OSError, ValueError):
+                self._f.seek(self._good_end)
+                self._f.truncate(self._good_end)
 
     def _abandon(self) -> None:
         """After a failed write: cut the file back to its last whole record, stop writing.
@@ -1001,6 +822,7 @@ class CassetteWriter:
     def close(self) -> None:
         try:
             if not self._f.closed:
+                self._write_index()
                 self._f.flush()
                 os.fsync(self._f.fileno())
                 self._f.close()
@@ -1100,3 +922,12 @@ class BackgroundWriter:
             self._cond.notify_all()
         self._thread.join()
         self.writer.close()
+
+
+# The reading side (it builds on the model and format above) lives in its own
+# module; its names are this module's too.
+from .cassette_reader import Cassette as Cassette  # noqa: E402
+from .cassette_reader import load as load  # noqa: E402
+from .cassette_reader import load_many as load_many  # noqa: E402
+from .cassette_reader import open_layout as open_layout  # noqa: E402
+from .cassette_reader import read_records as read_records  # noqa: E402

@@ -1,0 +1,625 @@
+"""Reading cassettes: :func:`load` opens a file through its record table and reads an
+interaction only when it is asked for.
+
+Loading used to decode every record and build every piece before anything was
+shown: a 243 MiB cassette took 16 s and 1.3 GiB. Now :func:`load` finds where
+each interaction's records are (:mod:`streamtape.cassette_index`: the index
+record a writer left at the end, or one pass with ``skip()``) and keeps only
+that table. ``cas[i]`` reads interaction ``i``'s begin and end records; its
+body pieces (:class:`FilePieces`) are read when first used, kept compact
+(:class:`~streamtape.pieces.Pieces`), and held in a small per-file cache
+(:data:`PIECE_CACHE_BYTES`), so a replay server holds the heads it matches on
+and the bodies it is playing, not the whole file.
+
+What is checked when: :func:`load` checks the header and the order of the
+records (every record is whole msgpack, ids begin once and end once, nothing
+follows an end) and, when it has to scan, every begin and end record's
+fields. A data or message record's contents are checked when they are read
+(``cas[i].pieces``): a corrupt one raises :class:`~streamtape.errors.CassetteError`
+then, naming the file and the byte. Nothing a file says can make the reader
+allocate more than the bytes actually present (see :mod:`streamtape.cassette_index`).
+
+A loaded cassette reads its file again later, so the file must not change
+under it except by growing (a recorder appending is fine). A file replaced or
+cut short since it was loaded gives a CassetteError saying so, never other
+records' bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, overload
+
+from .cassette import (
+    FORMAT_NAME,
+    NEWEST_VERSION,
+    OUTCOMES,
+    SUFFIX,
+    Direction,
+    Framing,
+    Interaction,
+    Message,
+    Outcome,
+    Request,
+    Response,
+    Setup,
+    WebSocketSession,
+    decode_messages,
+)
+from .cassette_index import Kind, Layout, RecordTable, decode_record, scan
+from .errors import CassetteError
+from .pieces import Piece, Pieces, PieceSequence
+
+__all__ = ["Cassette", "CassetteFile", "FilePieces", "load", "load_many", "open_layout", "read_records"]
+
+PIECE_CACHE_BYTES = 32 * 1024 * 1024
+"""Body bytes a loaded cassette keeps decoded for reuse (least recently used dropped first)."""
+
+INTERRUPTED_ERROR = "the recording stopped before this response ended"
+
+
+# --------------------------------------------------------------------------
+# Strict field decoding: a record's values are checked for type before use,
+# so a flipped byte gives a CassetteError, never bytes(2**40) or a str where
+# an offset belongs.
+
+
+def _str(v: Any, what: str) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"{what} is not text")
+    return v
+
+
+def _int(v: Any, what: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ValueError(f"{what} is not an integer")
+    return v
+
+
+def _opt_int(v: Any, what: str) -> int | None:
+    return None if v is None else _int(v, what)
+
+
+def _bytes(v: Any, what: str) -> bytes:
+    if not isinstance(v, bytes):
+        raise ValueError(f"{what} is not binary")
+    return v
+
+
+def _headers(raw: Any, what: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{what} headers are not a list")
+    out = []
+    for h in raw:
+        if not (isinstance(h, list) and len(h) == 2 and isinstance(h[0], str) and isinstance(h[1], str)):
+            raise ValueError(f"{what} headers hold something other than name/value text pairs")
+        out.append((h[0], h[1]))
+    return tuple(out)
+
+
+def _request(d: Any) -> Request:
+    if not isinstance(d, dict):
+        raise ValueError("request is not a map")
+    started = d["started_at"]
+    if not isinstance(started, int | float) or isinstance(started, bool):
+        raise ValueError("request start time is not a number")
+    return Request(
+        method=_str(d["method"], "request method"),
+        url=_str(d["url"], "request URL"),
+        http_version=_str(d["http_version"], "request HTTP version"),
+        headers=_headers(d["headers"], "request"),
+        body=_bytes(d["body"], "request body"),
+        started_at=float(started),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """A response head as its begin record stores it (pieces come later)."""
+
+    status: int
+    reason: str
+    http_version: str
+    headers: tuple[tuple[str, str], ...]
+    framing: Framing
+    headers_at_ns: int
+
+    def response(self, pieces: PieceSequence | tuple[Piece, ...]) -> Response:
+        return Response(self.status, self.reason, self.http_version, self.headers, self.framing,
+                        pieces, self.headers_at_ns)
+
+
+def _head(d: Any) -> _Head | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("response head is not a map")
+    return _Head(
+        _int(d["status"], "response status"),
+        _str(d["reason"], "response reason"),
+        _str(d["http_version"], "response HTTP version"),
+        _headers(d["headers"], "response"),
+        Framing(_str(d["framing"], "response framing")),
+        _int(d["headers_at_ns"], "response headers offset"),
+    )
+
+
+def _setup(d: Any) -> Setup | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("setup is not a map")
+    return Setup(
+        wait_ns=_int(d["wait_ns"], "setup wait"),
+        tcp_ns=_opt_int(d.get("tcp_ns"), "setup tcp"),
+        proxy_connect_ns=_opt_int(d.get("proxy_connect_ns"), "setup proxy_connect"),
+        tls_ns=_opt_int(d.get("tls_ns"), "setup tls"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Begin:
+    request: Request
+    head: _Head | None
+    labels: dict[str, str]
+    setup: Setup | None
+    websocket: bool
+
+
+def _begin(rec: Any) -> _Begin:
+    if not isinstance(rec, dict):
+        raise ValueError("begin record is not a map")
+    labels = rec.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise ValueError("labels are not a map")
+    return _Begin(
+        _request(rec["request"]),
+        _head(rec["response"]),
+        {str(k): str(v) for k, v in labels.items()},
+        _setup(rec.get("setup")),
+        bool(rec.get("websocket")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    outcome: Outcome
+    error: str | None
+    end_ns: int | None
+    close: tuple[int | None, str, Direction | None] | None
+
+
+def _end(rec: Any) -> _End:
+    if not isinstance(rec, dict):
+        raise ValueError("end record is not a map")
+    outcome = rec["outcome"]
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}")
+    error = rec["error"]
+    if error is not None and not isinstance(error, str):
+        raise ValueError("error is not text")
+    close = rec.get("websocket")
+    if close is not None:
+        if not isinstance(close, dict):
+            raise ValueError("websocket close is not a map")
+        code, by = close.get("code"), close.get("by")
+        close_t = (_opt_int(code, "close code"), str(close.get("reason") or ""),
+                   None if by is None else Direction(by))
+    else:
+        close_t = None
+    return _End(Outcome(outcome), error, _opt_int(rec["end_ns"], "end offset"), close_t)
+
+
+def _check_record(kind: Kind, rec: dict[str, Any]) -> None:
+    """Everything a begin or end record holds, checked (the scan calls this)."""
+    if kind == Kind.BEGIN:
+        _begin(rec)
+    elif kind == Kind.END:
+        _end(rec)
+
+
+def _check_header(path: Path, header: Any) -> dict[str, Any]:
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise CassetteError(f"{path}: not a streamtape cassette")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CassetteError(f"{path}: corrupt cassette header (no format version)")
+    if version > NEWEST_VERSION:
+        raise CassetteError(
+            f"{path}: cassette format version {version} is newer than this streamtape "
+            f"(reads up to {NEWEST_VERSION}); upgrade streamtape"
+        )
+    return header
+
+
+# --------------------------------------------------------------------------
+# Open files
+
+
+_Identity = tuple[int, int]  # (st_dev, st_ino)
+
+
+class _OpenFiles:
+    """Cassette files kept open for reading, a few at a time (least recently used closed).
+
+    A served folder may hold thousands of cassettes: holding one descriptor
+    each would run into the process's limit. A file reopened later must be the
+    same file (device and inode) or its offsets would point into other data.
+    """
+
+    def __init__(self, limit: int = 32) -> None:
+        self.limit = limit
+        self._fds: OrderedDict[tuple[Path, _Identity], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def adopt(self, path: Path, identity: _Identity, fd: int) -> None:
+        """Keep ``fd`` (opened by the caller) for later reads."""
+        with self._lock:
+            old = self._fds.pop((path, identity), None)
+            if old is not None:
+                os.close(old)
+            self._fds[(path, identity)] = fd
+            self._evict()
+
+    def _evict(self) -> None:
+        while len(self._fds) > self.limit:
+            _, fd = self._fds.popitem(last=False)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def read(self, path: Path, identity: _Identity, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each (offset, length) range, all read from the file ``identity`` names."""
+        key = (path, identity)
+        with self._lock:
+            fd = self._fds.get(key)
+            if fd is None:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except OSError as e:
+                    raise CassetteError(f"{path}: cannot read it again: {e.strerror or e}") from None
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != identity:
+                    os.close(fd)
+                    raise CassetteError(f"{path}: the file was replaced since it was loaded; load it again")
+                self._fds[key] = fd
+                self._evict()
+            else:
+                self._fds.move_to_end(key)
+            out = []
+            for off, n in ranges:
+                data = os.pread(fd, n, off)
+                if len(data) != n:
+                    raise CassetteError(f"{path}: the file was cut short since it was loaded; load it again")
+                out.append(data)
+            return out
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+
+_FILES = _OpenFiles()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_FILES.reset_after_fork)
+
+
+# --------------------------------------------------------------------------
+# A cassette file and its lazily read pieces
+
+
+class CassetteFile:
+    """An opened cassette file: its header, record table, and reads of one interaction."""
+
+    def __init__(self, path: Path, layout: Layout, identity: _Identity) -> None:
+        self.path = path
+        self.layout = layout
+        self.table: RecordTable = layout.table
+        self.identity = identity
+        self._cache: OrderedDict[int, Pieces] = OrderedDict()
+        self._cache_bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def _read(self, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
+        return _FILES.read(self.path, self.identity, ranges)
+
+    def _corrupt(self, offset: int, detail: str) -> CassetteError:
+        return CassetteError(f"{self.path}: corrupt cassette: record at byte {offset}: {detail}")
+
+    def _decode(self, offset: int, data: bytes, rid: int) -> Any:
+        try:
+            rec = decode_record(data)
+        except ValueError as e:
+            raise self._corrupt(offset, str(e)) from None
+        got = rec.get("id") if isinstance(rec, dict) else rec[1] if isinstance(rec, list) and len(rec) > 1 else None
+        if got != rid:
+            raise self._corrupt(offset, f"expected a record of interaction {rid}")
+        return rec
+
+    def interaction(self, i: int) -> Interaction:
+        """Interaction ``i`` (begin order), its pieces left on disk until used."""
+        t = self.table
+        lo, hi = t.starts[i], t.starts[i + 1]
+        rid = t.ids[i]
+        ended = t.kinds[hi - 1] == Kind.END
+        ranges = [(t.offsets[lo], t.lengths[lo])]
+        if ended:
+            ranges.append((t.offsets[hi - 1], t.lengths[hi - 1]))
+        msg_at = [k for k in range(lo + 1, hi) if t.kinds[k] == Kind.MESSAGES]
+        ranges.extend((t.offsets[k], t.lengths[k]) for k in msg_at)
+        blobs = self._read(ranges)
+        off = t.offsets[lo]
+        try:
+            begin = _begin(self._decode(off, blobs[0], rid))
+            if ended:
+                off = t.offsets[hi - 1]
+                end: _End | None = _end(self._decode(off, blobs[1], rid))
+            else:
+                end = None
+            session = None
+            if begin.websocket:
+                messages: list[Message] = []
+                last = 0
+                for k, blob in zip(msg_at, blobs[1 + ended :], strict=True):
+                    off = t.offsets[k]
+                    rec = self._decode(off, blob, rid)
+                    if not isinstance(rec, list):
+                        raise ValueError("message record is not an array")
+                    new = decode_messages(rec, last)
+                    if new:
+                        messages.extend(new)
+                        last = new[-1].at_ns
+                code, reason, by = end.close if end is not None and end.close is not None else (None, "", None)
+                session = WebSocketSession(tuple(messages), code, reason, by)
+            elif msg_at:
+                off = t.offsets[msg_at[0]]
+                raise ValueError(f"messages for interaction {rid}, which is not a WebSocket session")
+        except CassetteError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            raise self._corrupt(off, detail) from None
+        has_data = any(t.kinds[k] == Kind.DATA for k in range(lo + 1, hi))
+        response = None
+        if begin.head is not None:
+            response = begin.head.response(FilePieces(self, i) if has_data else ())
+        if end is None:
+            return Interaction(begin.request, response, Outcome.INTERRUPTED, INTERRUPTED_ERROR, None,
+                               begin.labels, begin.setup, session)
+        return Interaction(begin.request, response, end.outcome, end.error, end.end_ns,
+                           begin.labels, begin.setup, session)
+
+    def pieces(self, i: int) -> Pieces:
+        """Interaction ``i``'s body pieces, from the cache or read now."""
+        with self._lock:
+            hit = self._cache.get(i)
+            if hit is not None:
+                self._cache.move_to_end(i)
+                return hit
+        t = self.table
+        lo, hi = t.starts[i], t.starts[i + 1]
+        rid = t.ids[i]
+        at = [k for k in range(lo + 1, hi) if t.kinds[k] == Kind.DATA]
+        blobs = self._read((t.offsets[k], t.lengths[k]) for k in at)
+        batches = []
+        off = 0
+        try:
+            for k, blob in zip(at, blobs, strict=True):
+                off = t.offsets[k]
+                rec = self._decode(off, blob, rid)
+                if not isinstance(rec, list) or len(rec) != 5:
+                    raise ValueError("malformed data record")
+                batches.append((_bytes(rec[2], "piece data"), _list(rec[3]), _list(rec[4])))
+            pieces = Pieces.from_batches(batches)
+        except CassetteError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise self._corrupt(off, str(e)) from None
+        size = len(pieces.data) + 16 * len(pieces.at)
+        if size <= PIECE_CACHE_BYTES // 4:
+            with self._lock:
+                if i not in self._cache:
+                    self._cache[i] = pieces
+                    self._cache_bytes += size
+                while self._cache_bytes > PIECE_CACHE_BYTES:
+                    _, old = self._cache.popitem(last=False)
+                    self._cache_bytes -= len(old.data) + 16 * len(old.at)
+        return pieces
+
+
+def _list(v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise ValueError("piece sizes or gaps are not a list")
+    return v
+
+
+class FilePieces(PieceSequence):
+    """An interaction's body pieces, read from its cassette file when first used.
+
+    Equal to any sequence of the same pieces. The decoded pieces are kept in the
+    file's cache, not here, so interactions held for matching (a replay
+    server's) do not pin every body they ever played.
+    """
+
+    __slots__ = ("_file", "_index")
+
+    def __init__(self, file: CassetteFile, index: int) -> None:
+        self._file = file
+        self._index = index
+
+    def compact(self) -> Pieces:
+        return self._file.pieces(self._index)
+
+    def __reduce__(self) -> tuple[type[Pieces], tuple[bytes, Any, Any]]:
+        c = self.compact()
+        return (Pieces, (c.data, c.ends, c.at))
+
+
+# --------------------------------------------------------------------------
+# The cassette
+
+
+class Cassette(Sequence[Interaction]):
+    """An ordered, read-only sequence of interactions: loaded from a ``.tape`` file
+    (:func:`load`: read one interaction at a time, on demand) or built in memory.
+
+    ``len()`` and ``cas[i]`` never decode the other interactions. ``cas[i]``
+    reads the interaction again on each call (equal values, not one object);
+    keep what you use.
+    """
+
+    def __init__(
+        self,
+        interactions: Iterable[Interaction] = (),
+        *,
+        path: Path | None = None,
+        header: dict[str, Any] | None = None,
+        warnings: Iterable[str] = (),
+        file: CassetteFile | None = None,
+    ) -> None:
+        self._file = file
+        self._items: list[Interaction] = [] if file is not None else list(interactions)
+        self.path = path
+        self.header = header or {}
+        self.warnings: list[str] = list(warnings)
+        """Problems the reader recovered from (a torn last record), one line each."""
+
+    @property
+    def file(self) -> CassetteFile | None:
+        """The opened file this cassette reads from (None for one built in memory)."""
+        return self._file
+
+    @overload
+    def __getitem__(self, i: int) -> Interaction: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Interaction]: ...
+    def __getitem__(self, i: int | slice) -> Interaction | list[Interaction]:
+        f = self._file
+        if f is None:
+            return self._items[i]
+        if isinstance(i, slice):
+            return [f.interaction(k) for k in range(*i.indices(len(f)))]
+        n = len(f)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("cassette index out of range")
+        return f.interaction(i)
+
+    def __len__(self) -> int:
+        return len(self._file) if self._file is not None else len(self._items)
+
+    def __iter__(self) -> Iterator[Interaction]:
+        f = self._file
+        if f is None:
+            return iter(self._items)
+        return (f.interaction(k) for k in range(len(f)))
+
+    def __repr__(self) -> str:
+        return f"<Cassette {self.path or '(memory)'}: {len(self)} interactions>"
+
+
+# --------------------------------------------------------------------------
+# Loading
+
+
+def open_layout(path: Path, *, use_index: bool = True) -> tuple[Layout, _Identity, int]:
+    """Open a cassette file and find its records: (layout, file identity, open descriptor).
+
+    The caller owns the descriptor. Raises CassetteError for a missing,
+    unreadable, empty, foreign, newer or corrupt file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise CassetteError(f"{path}: no such cassette file") from None
+    except IsADirectoryError:
+        raise CassetteError(f"{path}: is a directory, not a cassette file") from None
+    except OSError as e:
+        raise CassetteError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise CassetteError(f"{path}: is a directory, not a cassette file")
+        if st.st_size == 0:
+            raise CassetteError(f"{path}: empty file, not a streamtape cassette")
+        f = os.fdopen(os.dup(fd), "rb", buffering=0)
+        try:
+            layout = scan(path, f, st.st_size, lambda h: _check_header(path, h), _check_record,
+                          use_index=use_index)
+        except OSError as e:
+            raise CassetteError(f"{path}: cannot read: {e.strerror or e}") from None
+        finally:
+            f.close()
+    except BaseException:
+        os.close(fd)
+        raise
+    return layout, (st.st_dev, st.st_ino), fd
+
+
+def _warnings(path: Path, layout: Layout) -> list[str]:
+    if layout.good_end < layout.size:
+        return [
+            f"{path}: dropped a torn last record ({layout.size - layout.good_end} bytes at byte "
+            f"{layout.good_end}); the recorder was probably killed while writing it"
+        ]
+    return []
+
+
+def load(path: str | os.PathLike[str]) -> Cassette:
+    """Open a cassette. Raises :class:`~streamtape.errors.CassetteError` on bad input.
+
+    Only the record table is read now; interactions are read when asked for
+    (see the module docstring for what is checked when). A torn last record
+    is dropped; :attr:`Cassette.warnings` says what was dropped.
+    """
+    p = Path(path)
+    layout, identity, fd = open_layout(p)
+    _FILES.adopt(p, identity, fd)
+    return Cassette(path=p, header=layout.header, warnings=_warnings(p, layout),
+                    file=CassetteFile(p, layout, identity))
+
+
+def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
+    """Load cassettes from files and folders (every ``*.tape`` in a folder, sorted)."""
+    out: list[Cassette] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(p.glob(f"*{SUFFIX}"))
+            if not files:
+                raise CassetteError(f"{p}: folder holds no {SUFFIX} cassettes")
+            out.extend(load(f) for f in files)
+        else:
+            out.append(load(p))
+    return out
+
+
+def read_records(path: Path) -> tuple[dict[str, Any], list[Any], int, int]:
+    """Header, every record decoded (in file order), where valid data ends, and the file size.
+
+    For tools and tests that look at the records themselves; :func:`load` is
+    the way to read interactions. Raises :class:`CassetteError` as :func:`load` does.
+    """
+    layout, _identity, fd = open_layout(Path(path), use_index=False)
+    try:
+        t = layout.table
+        order = sorted(range(t.record_count), key=t.offsets.__getitem__)
+        records = []
+        for k in order:
+            data = os.pread(fd, t.lengths[k], t.offsets[k])
+            try:
+                records.append(decode_record(data))
+            except ValueError as e:
+                raise CassetteError(f"{path}: corrupt cassette: record at byte {t.offsets[k]}: {e}") from None
+    finally:
+        os.close(fd)
+    return layout.header, records, layout.good_end, layout.size
