@@ -77,6 +77,9 @@ if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
 
 log = logging.getLogger("streamtape")
 
+STARTUP_HOLD_S = 10.0
+"""How long a request that arrives before the ``running`` hook is held at most (normally: milliseconds)."""
+
 OPTION_NAMES = (
     "streamtape_out",
     "streamtape_all",
@@ -386,7 +389,10 @@ class RecordAddon(FailLoudly):
         if self._started is None:
             self._started = asyncio.Event()
         if not self._accepting:
-            await self._started.wait()
+            # Bounded: an addon added to a proxy that already runs gets no running
+            # hook unless its caller sends one, and a request must not hang for it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._started.wait(), STARTUP_HOLD_S)
         self._begin(flow)
 
     def _begin(self, flow: http.HTTPFlow) -> None:
