@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction
+from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction, Response
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
 from ..wire import Framing, end_to_end, has_no_body, reason_phrase, replay_framing
@@ -134,6 +134,12 @@ def _json_mid(body: bytes, start: int, end: int) -> int:
 
 _UTF8_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
 
+_RESHAPING = frozenset((
+    FaultKind.DROP_DONE, FaultKind.CUT, FaultKind.RESET, FaultKind.CUT_EVENT,
+    FaultKind.ERROR_EVENT, FaultKind.STALL, FaultKind.KEEPALIVE,
+))
+"""Faults that add, cut or move pieces; without them :meth:`_ScheduleBuilder.plain` applies."""
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -202,17 +208,18 @@ class _ScheduleBuilder:
             end = max(end + self.slow_headers(), head)
             return Schedule(0, "", (), Framing.NONE, head, (Step(end, StepKind.CUT),), self.text)
         chunks = [c for c in resp.chunks if c.data]
-        ends: list[int] = []
-        pos = 0
-        for c in chunks:
-            pos += len(c.data)
-            ends.append(pos)
         times = [c.at_ns for c in chunks]
-        pieces = self.chunk(chunks, ends, times)
-
-        # Latency: the head, each piece and the recorded end are time points.
         last_at = times[-1] if times else resp.headers_at_ns
         rec_end = max(ix.end_ns if ix.end_ns is not None else last_at, last_at)
+        plain = not any(f.kind in _RESHAPING for f in self.p.faults)
+        if plain and self.p.chunk.kind == ChunkKind.RECORDED:
+            return self.plain(resp, times, [c.data for c in chunks], rec_end)
+        ends = list(itertools.accumulate(len(c.data) for c in chunks))
+        pieces = self.chunk(chunks, ends, times)
+        if plain:
+            return self.plain(resp, [p.at for p in pieces], [p.data for p in pieces], rec_end)
+
+        # Latency: the head, each piece and the recorded end are time points.
         head, ptimes, end = self.latency(resp.headers_at_ns, [p.at for p in pieces], rec_end)
         for p, t in zip(pieces, ptimes, strict=True):
             p.at = max(t, head)
@@ -278,6 +285,43 @@ class _ScheduleBuilder:
             tuple(steps),
             self.text,
             self.content_length(framing, terminal, sent),
+        )
+
+    def plain(self, resp: Response, ats: list[int], datas: list[bytes], rec_end: int) -> Schedule:
+        """The pipeline of :meth:`run` for a profile with no fault that reshapes pieces
+        (only latency and slow-headers apply): the same schedule, without a
+        :class:`_Piece` per piece. Every stream replayed under a chunking and
+        latency alone comes this way (20,000 recorded pieces: 22 ms instead
+        of 35 ms, most of what is left being the steps themselves).
+
+        Equivalences with :meth:`run`: a piece goes out at the running maximum
+        of ``max(t, head) + slow``, which (starting from ``head + slow``) is the
+        running maximum of ``t + slow``; the end is at least the last piece's
+        and the head's time.
+        """
+        ix = self.ix
+        head, ptimes, end = self.latency(resp.headers_at_ns, ats, rec_end)
+        end = max(end, ptimes[-1] if ptimes else head, head)
+        terminal = StepKind.END if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED) else StepKind.CUT
+        if not all(datas):  # pieces are never empty here; keep run()'s rule if one were
+            kept = [(t, d) for t, d in zip(ptimes, datas, strict=True) if d]
+            ptimes, datas = [t for t, _ in kept], [d for _, d in kept]
+        slow = self.slow_headers()
+        head += slow
+        shifted = ptimes if not slow else [t + slow for t in ptimes]
+        at = list(itertools.accumulate(shifted, max, initial=head))
+        steps = list(map(Step, at[1:], itertools.repeat(StepKind.SEND), datas))
+        steps.append(Step(max(at[-1], end + slow), terminal))
+        framing = replay_framing(resp.framing)
+        return Schedule(
+            resp.status,
+            resp.reason or reason_phrase(resp.status),
+            tuple(end_to_end(resp.headers)),
+            framing,
+            head,
+            tuple(steps),
+            self.text,
+            self.content_length(framing, terminal, sum(map(len, datas))),
         )
 
     # -- chunking ---------------------------------------------------------------

@@ -33,6 +33,7 @@ from .replayer import (
     MatchOptions,
     ReplayDriver,
     ReplayPlan,
+    Timeline,
     head_failure,
     play_actions,
     timeout_ns,
@@ -165,23 +166,79 @@ class _BodyPlayer:
                 raise exc
             return
 
+    def _timeline(self) -> Timeline | None:
+        """The plan's flat timeline when this client's read timeout cannot fire, else None.
+
+        The common case (no read timeout, or one longer than every silence)
+        then plays from one shared tuple: no :class:`Action` per piece, no
+        clock read while pieces are already due (an instant replay reads the
+        clock once).
+        """
+        timeline = self._plan.timeline
+        if timeline is None or not timeline.plays_whole(self._read_ns):
+            return None
+        return timeline
+
+    def _ending(self, timeline: Timeline) -> None:
+        exc = self._package.body_error(
+            timeline.ending.kind, self._plan.schedule, timeline.sent, self._request
+        )
+        if exc is not None:
+            raise exc
+
     def __iter__(self) -> Iterator[bytes]:
         realtime, now = self._realtime, time.perf_counter_ns
-        for due, data in self._script():
-            if realtime and due > now():
-                sleep_until_sync(due)
-            if data:
-                yield data
+        timeline = self._timeline()
+        if timeline is None:
+            for due, data in self._script():
+                if realtime and due > now():
+                    sleep_until_sync(due)
+                if data:
+                    yield data
+            return
+        t0, seen = self._t0, now()
+        for at_ns, data in timeline.sends:
+            if self._closed:
+                return
+            if realtime and t0 + at_ns > seen:
+                sleep_until_sync(t0 + at_ns)
+                seen = now()
+            yield data
+        if self._closed:
+            return
+        if realtime:
+            sleep_until_sync(t0 + timeline.ending.at_ns)
+        self._ending(timeline)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         realtime, now = self._realtime, time.perf_counter_ns
-        for due, data in self._script():
+        timeline = self._timeline()
+        if timeline is None:
+            for due, data in self._script():
+                if not realtime:
+                    await asyncio.sleep(0)  # let other tasks run, as a socket read would
+                elif due > now():
+                    await sleep_until(due)
+                if data:
+                    yield data
+            return
+        t0, seen = self._t0, now()
+        for at_ns, data in timeline.sends:
+            if self._closed:
+                return
             if not realtime:
-                await asyncio.sleep(0)  # let other tasks run, as a socket read would
-            elif due > now():
-                await sleep_until(due)
-            if data:
-                yield data
+                await asyncio.sleep(0)
+            elif t0 + at_ns > seen:
+                await sleep_until(t0 + at_ns)
+                seen = now()
+            yield data
+        if self._closed:
+            return
+        if not realtime:
+            await asyncio.sleep(0)
+        else:
+            await sleep_until(t0 + timeline.ending.at_ns)
+        self._ending(timeline)
 
     def close(self) -> None:
         self._closed = True

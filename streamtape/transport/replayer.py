@@ -12,6 +12,7 @@ waits for each deadline and turns an ending into its package's exception.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,6 +34,7 @@ __all__ = [
     "NoMatchMode",
     "ReplayPlan",
     "Replayer",
+    "Timeline",
     "head_failure",
     "play_actions",
 ]
@@ -79,6 +81,7 @@ class Action(NamedTuple):
 
 _SEND, _END = StepKind.SEND, StepKind.END
 _ENDINGS = frozenset((StepKind.END, StepKind.CUT, StepKind.RESET))
+_PLANS_KEPT = 256  # (profile, interaction) plans a Replayer keeps
 
 
 def play_actions(
@@ -107,6 +110,53 @@ def play_actions(
         return
     # A schedule always ends with end/cut/reset; be safe if one does not.
     yield Action(last, _END)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A schedule's body as :func:`play_actions` gives it when no read timeout fires.
+
+    ``sends`` are the ``(at_ns, piece)`` of every non-empty ``send`` step, in
+    order; ``ending`` the final step; ``sent`` their bytes; ``longest_silence_ns``
+    the longest wait a client meets (from the head or a piece to the next
+    piece or the ending). A read timeout at least that long never fires, and
+    :func:`play_actions` is then exactly ``sends`` and ``ending``: the faces
+    walk this flat tuple instead of building an :class:`Action` per piece,
+    and a plan's timeline is computed once however many requests play it.
+    """
+
+    sends: tuple[tuple[int, bytes], ...]
+    ending: Action
+    sent: int
+    longest_silence_ns: int
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> Timeline | None:
+        """The timeline of ``schedule``; None when it does not end with one ending step
+        (:func:`play_actions` then reports the problem)."""
+        steps = schedule.steps
+        if not steps or steps[-1].kind not in _ENDINGS:
+            return None
+        sends: list[tuple[int, bytes]] = []
+        last = schedule.head_at_ns
+        longest = 0
+        sent = 0
+        for step in steps[:-1]:
+            if step.kind is not _SEND:
+                return None
+            if not step.data:
+                continue
+            longest = max(longest, step.at_ns - last)
+            last = max(last, step.at_ns)
+            sends.append((step.at_ns, step.data))
+            sent += len(step.data)
+        end = steps[-1]
+        longest = max(longest, end.at_ns - last)
+        return cls(tuple(sends), Action(end.at_ns, end.kind), sent, longest)
+
+    def plays_whole(self, read_timeout_ns: int | None) -> bool:
+        """Whether a client with this read timeout gets every piece and the ending."""
+        return read_timeout_ns is None or self.longest_silence_ns <= read_timeout_ns
 
 
 def head_failure(schedule: Schedule, read_timeout_ns: int | None) -> Action | None:
@@ -149,6 +199,11 @@ class ReplayPlan:
     def header(self, name: str) -> str | None:
         """The first value of response header ``name`` as sent (case-insensitive)."""
         return self.schedule.header(name)
+
+    @functools.cached_property
+    def timeline(self) -> Timeline | None:
+        """The body as a flat :class:`Timeline` (computed once per plan; plans are shared)."""
+        return Timeline.of(self.schedule)
 
 
 def _error_plan(status: int, message: str, type_: ErrorType) -> ReplayPlan:
@@ -228,6 +283,7 @@ class Replayer:
             strict=strict,
         )
         self._profiles: dict[str, Profile] = {self.profile_text: self.profile}
+        self._plans: dict[tuple[str, int], tuple[Profile, Interaction, ReplayPlan]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -259,8 +315,8 @@ class Replayer:
         """
         try:
             text, prof = self._profile_for(headers)
-            ix = self.matcher.match(method, url, headers, body)
-            schedule = prof.schedule(ix, seed=self.seed)
+            index, ix = self.matcher.match_indexed(method, url, headers, body)
+            return self._plan(text, prof, index, ix)
         except NoMatchError as e:
             if self.no_match == "raise":
                 raise
@@ -269,7 +325,26 @@ class Replayer:
             if self.no_match == "raise":
                 raise
             return _error_plan(400, str(e), ErrorType.BAD_PROFILE)
-        return ReplayPlan(interaction=ix, profile=text, schedule=schedule)
+
+    def _plan(self, text: str, prof: Profile, index: int, ix: Interaction) -> ReplayPlan:
+        """The plan for interaction ``index`` under ``prof``, scheduled once.
+
+        A schedule is a pure function of (profile, interaction, seed), and
+        building one walks every piece (a 20,000-piece stream takes tens of
+        milliseconds): a test suite replaying one cassette many times pays
+        that once per (profile, interaction), as the replay server does.
+        """
+        key = (text, index)
+        with self._lock:
+            hit = self._plans.get(key)
+        if hit is not None and hit[0] is prof and hit[1] is ix:
+            return hit[2]
+        plan = ReplayPlan(interaction=ix, profile=text, schedule=prof.schedule(ix, seed=self.seed))
+        with self._lock:
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = (prof, ix, plan)
+        return plan
 
 
 class ReplayDriver:
