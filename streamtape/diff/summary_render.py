@@ -176,11 +176,12 @@ def _gates(s: Summary, st: Style) -> list[str]:
 
 def verdict_line(s: Summary, st: Style) -> str:
     a = s.agreement
-    parts = [
-        st(f"{a.compared} pair(s), all agree", fg="green")
-        if not a.differ
-        else st(f"{a.compared} pair(s), {a.differ} differ", fg="red" if not s.has_agree_gate else "yellow", bold=True)
-    ]
+    if not a.compared:
+        parts = [st("no pairs compared", fg="yellow")]
+    elif not a.differ:
+        parts = [st(f"{a.compared} pair(s), all agree", fg="green")]
+    else:
+        parts = [st(f"{a.compared} pair(s), {a.differ} differ", fg="red" if not s.has_agree_gate else "yellow", bold=True)]
     if s.missing:
         what = "unpaired" if not s.session else "missing a side"
         parts.append(st(f"{len(s.missing)} {what}", fg="red" if not s.session else "yellow", bold=not s.session))
