@@ -380,6 +380,12 @@ class Matcher:
             entry["matched"] = chosen
             return chosen, self.interactions[chosen]
 
+    def note(self, entry: dict[str, Any]) -> None:
+        """Add an entry to :attr:`received` that is not a request's (the replay server's
+        note of a WebSocket client message that did not match its recording)."""
+        with self._lock:
+            self._received.append(entry)
+
     def _entry(self, key: RequestKey) -> dict[str, Any]:
         secret = set(DEFAULT_REDACT_HEADERS)
         return {

@@ -17,6 +17,8 @@ The ``streamtape`` fixture (:class:`~.session.Streamtape`)
 ------------------------------------------------------------
 ``.url``                 base URL of a replay server for this test (started on first use);
                          recording, of the in-process recorder in front of the upstream
+``.ws_url``              the same as ``ws://``: WebSocket clients (the openai SDK's
+                         ``websocket_base_url=``) get the recorded sessions from it
 ``.transport()``         an httpx / httpx2 transport (``.async_transport()``: async clients)
 ``.client()``            an httpx2 (else httpx) client on it (``.async_client()``)
 ``.adapter()``           a requests adapter (``.session()``: a Session with it mounted)

@@ -196,6 +196,12 @@ class Streamtape:
             self._server = server
         return self._server.url
 
+    @property
+    def ws_url(self) -> str:
+        """:attr:`url` as ``ws://127.0.0.1:PORT``, for WebSocket clients: the replay server
+        plays a recorded session to an upgrade on its recorded path (recording: the recorder)."""
+        return "ws" + self.url[len("http") :]
+
     def transport(self) -> ReplayTransport | ForwardingTransport:
         """An httpx / httpx2 transport: replays the cassette (recording: sends to the recorder)."""
         if self.recording:

@@ -35,7 +35,8 @@ from ..errors import NoMatchError, OptionError, StreamtapeError
 from ..fmt import jsonable
 from ..interop import timing_note
 from ..match import Matcher
-from ..profiles import Profile, Schedule, StepKind, parse_profile
+from ..profiles import FaultKind, Profile, Schedule, StepKind, parse_profile
+from ..profiles.messages import schedule_session
 from ..wire import (
     DIRECT_HEADER,
     PROFILE_HEADER,
@@ -45,10 +46,12 @@ from ..wire import (
     error_body,
     response_head,
 )
+from .client_messages import MessageComparer
 from .guard import answer_and_close, drain_within, stalled_note
 from .player import Player, Prepared, Stop, reset
 from .request import CLIENT_TIMEOUT_S, MAX_BODY, MAX_HEAD, BadRequest, HTTPRequest, read_request
 from .sources import cassette_files
+from .websocket import BadUpgrade, SessionPlayer, is_upgrade
 
 __all__ = ["CONTROL_PREFIX", "ReplayServer", "ReplaySource", "ServeOutcome", "ServedRequest"]
 
@@ -77,6 +80,9 @@ class ServeOutcome(StrEnum):
     NO_RESPONSE = "no_response"
     """The recording has no response head: the client got none either."""
     NO_MATCH = "no_match"
+    MISMATCH = "mismatch"
+    """A WebSocket session's request was no upgrade, or a client message differed from the
+    recording (closed with 1008; the message is listed under ``/_streamtape/requests``)."""
     BAD_PROFILE = "bad_profile"
     CONTROL = "control"
     BAD_REQUEST = "bad_request"
@@ -248,6 +254,11 @@ class ReplayServer:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        """:attr:`url` as ``ws://host:port``: WebSocket sessions are served on the same port."""
+        return "ws" + self.url[len("http") :]
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -423,6 +434,9 @@ class ReplayServer:
         served = _Served(n, source, profile.text)
         self.stats.served += 1
 
+        if ix.websocket is not None and profile.fault(FaultKind.STATUS) is None:
+            return await self._session(req, reader, writer, profile, index, ix, served, number, t0)
+
         try:
             sched = self._schedule(profile, index, ix)
         except StreamtapeError as e:
@@ -574,6 +588,51 @@ class ReplayServer:
             # the server is shutting down
             report(ServeOutcome.INTERRUPTED, player.pieces, player.byte_count)
             raise
+
+    async def _session(
+        self, req: HTTPRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        profile: Profile, index: int, ix: Interaction, served: _Served, number: int, t0: int,
+    ) -> bool:
+        """Play the WebSocket session ``ix`` (:mod:`.websocket`); the connection ends with it."""
+
+        def emit(outcome: ServeOutcome, status: int | None, detail: str, messages: int = 0,
+                 nbytes: int = 0) -> None:
+            self._emit(ServedRequest(
+                number, req.method, req.target, status, served.interaction, served.source,
+                served.profile, outcome, messages, nbytes, time.perf_counter_ns() - t0, detail,
+            ))
+
+        def mismatch(message: int, text: bool, data: bytes, difference: str) -> None:
+            self.matcher.note({
+                "method": "WS", "path": req.target, "headers": [],
+                "body": data.decode("utf-8", "replace") if text else data.hex(),
+                "matched": None, "error": difference, "session": index, "message": message,
+            })
+
+        try:
+            if not is_upgrade(req):
+                raise BadUpgrade(f"{req.method} {req.target}: the recording is a WebSocket "
+                                 "session; ask for an upgrade (Upgrade: websocket)")
+            player = SessionPlayer.accept(
+                req, schedule_session(profile, ix), ix, reader, writer, t0,
+                MessageComparer.of(self.matcher.ignore_fields), mismatch, self.client_timeout,
+            )
+        except (BadUpgrade, StreamtapeError) as e:
+            bad_profile = isinstance(e, StreamtapeError)
+            status = 400 if bad_profile or is_upgrade(req) else 426
+            outcome = (ServeOutcome.BAD_PROFILE if bad_profile
+                       else ServeOutcome.BAD_REQUEST if is_upgrade(req) else ServeOutcome.MISMATCH)
+            emit(outcome, status, str(e))
+            type_ = ErrorType.BAD_PROFILE if bad_profile else ErrorType.BAD_REQUEST
+            writer.write(_error_response(status, str(e), type_, keep_alive=False))
+            return False
+        try:
+            result = await player.run()
+        except asyncio.CancelledError:
+            emit(ServeOutcome.INTERRUPTED, 101, "", player.messages, player.bytes)
+            raise
+        emit(ServeOutcome(result.end), 101, result.detail, result.messages, result.bytes)
+        return False
 
     @staticmethod
     async def _flush(writer: asyncio.StreamWriter, timeout: float = 5.0) -> None:
