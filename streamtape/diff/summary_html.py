@@ -176,7 +176,9 @@ def cdf_svg(d: Distribution) -> str:
 def _badge(s: Summary) -> str:
     ok = s.exit_status == 0
     a = s.agreement
-    if ok:
+    if not a.compared:
+        text, cls = "no pairs compared", "v-wire"
+    elif ok:
         text, cls = ("all pairs agree" if not a.differ else f"{a.differ} differ, within the agree gate"), "v-same"
     elif not s.gates_ok:
         text, cls = "gate failed", "v-differs"
