@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,10 +34,12 @@ from tests.builders import MS, chat_chunk, chat_events, interaction, sse, wait_u
 from tests.recording import recording, run_main
 from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer
 
-openai = pytest.importorskip(
-    "openai",
-    reason="needs the openai SDK, left out of the test extra on Python 3.11 (its httpx2 needs h11 >= 0.16)",
-)
+
+def openai_client(base_url: str, api_key: str = "k", **options: object) -> Any:
+    """The official openai SDK's client (the SDK is left out of the test extra on Python
+    3.11, its httpx2 needs h11 >= 0.16: the tests that drive it skip there)."""
+    openai = pytest.importorskip("openai", reason="needs the openai SDK (not installed on Python 3.11: httpx2 needs h11 >= 0.16)")
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, **options)
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -104,7 +107,7 @@ def session_tape(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         recording(tape, "--shadow", b.url, "--label-backend", f"{a.url}=hosted",
                   "--label-backend", f"{b.url}=local", upstream=a.url) as rec,
     ):
-        client = openai.OpenAI(api_key="k", base_url=rec.url + "/v1", max_retries=0, timeout=20)
+        client = openai_client(rec.url + "/v1", timeout=20)
         tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
         for scenario in SCENARIOS:
             extra = {"tools": tools} if scenario == "tools" else {}

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -36,10 +37,12 @@ from tests.builders import chat_events, ndjson, wait_until
 from tests.recording import recording, run_main
 from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, refused_port
 
-openai = pytest.importorskip(
-    "openai",
-    reason="needs the openai SDK, left out of the test extra on Python 3.11 (its httpx2 needs h11 >= 0.16)",
-)
+
+def openai_client(base_url: str, api_key: str = "k", **options: object) -> Any:
+    """The official openai SDK's client (the SDK is left out of the test extra on Python
+    3.11, its httpx2 needs h11 >= 0.16: the tests that drive it skip there)."""
+    openai = pytest.importorskip("openai", reason="needs the openai SDK (not installed on Python 3.11: httpx2 needs h11 >= 0.16)")
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, **options)
 
 WORDS = ["The", " capital", " of", " France", " is", " Paris", ".", " It", " sits", " on", " the", " Seine", "."]
 CHANGED = [w if w != " Paris" else " Lyon" for w in WORDS]
@@ -105,7 +108,7 @@ class Call:
 def call(base_url: str, text: list[str] | None = None) -> Call:
     """One streamed chat completion through the openai SDK; raw bytes timestamped as they come,
     and (when ``text`` is given) the SDK's own reading of them appended to it."""
-    client = openai.OpenAI(api_key=CLIENT_KEY, base_url=base_url, max_retries=0, timeout=20)
+    client = openai_client(base_url, CLIENT_KEY, timeout=20)
     out = Call()
     out.started = time.perf_counter_ns()
     with client.chat.completions.with_streaming_response.create(
@@ -447,7 +450,7 @@ def test_an_ollama_shadow_gets_the_chat_request_as_its_own_api_and_the_diff_comp
             upstream=primary.url,
         ) as rec,
     ):
-        client = openai.OpenAI(api_key="k", base_url=rec.url + "/v1", max_retries=0)
+        client = openai_client(rec.url + "/v1")
         text = "".join(
             ch.delta.content or ""
             for chunk in client.chat.completions.create(
