@@ -70,7 +70,9 @@ from .credentials import Credential
 from .errors import CassetteError, OptionError, StreamtapeError
 from .fmt import summary_line
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
+from .mitm_faults import pass_reset_on, upstream_reset
 from .record import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
+from .wire import UPSTREAM_RESET
 
 if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
     from .shadow.sender import ShadowSender
@@ -504,6 +506,11 @@ class RecordAddon(FailLoudly):
 
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
+        if upstream_reset(flow):
+            # mitmproxy reports a reset as an early close and closes the client with a FIN:
+            # say which it was, and reset the client's connection as the upstream did.
+            pass_reset_on(flow)
+            msg = f"{UPSTREAM_RESET}: {msg}"
         self._finish(flow, outcome_of(flow), msg)
 
     def _finish(self, flow: http.HTTPFlow, outcome: Outcome, error: str | None) -> None:

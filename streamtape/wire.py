@@ -51,6 +51,7 @@ __all__ = [
     "HOP_BY_HOP",
     "LAST_CHUNK",
     "PROFILE_HEADER",
+    "UPSTREAM_RESET",
     "ErrorType",
     "Framing",
     "body_end",
@@ -125,6 +126,11 @@ _NOT_FORWARDED = HOP_BY_HOP | FRAMING_HEADERS
 
 LAST_CHUNK = b"0\r\n\r\n"
 """The zero-size chunk and the empty trailer section that end a chunked body."""
+
+UPSTREAM_RESET = "the upstream reset the connection (TCP RST)"
+"""How a recording's error begins when the upstream aborted with a reset rather than a
+close (:mod:`streamtape.mitm_faults`): the outcome is ``upstream_closed`` either way, and
+this says which, for a replay that resets where the upstream did."""
 
 
 # --------------------------------------------------------------------------- headers

@@ -141,7 +141,7 @@ def record(
 
     def finished(ix: Interaction) -> None:
         line = summary_line(ix)
-        if ix.response is None or (ix.response.status == 502 and ix.outcome is not Outcome.COMPLETE):
+        if ix.outcome is Outcome.UPSTREAM_ERROR and (ix.response is None or ix.response.status == 502):
             line += "  [upstream unreachable: the client got a 502]"
         click.echo(line)
 

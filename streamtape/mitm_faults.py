@@ -1,0 +1,70 @@
+"""Upstream faults the proxy would blur, told apart and passed on as they were.
+
+The client of a recording proxy must see what it would see without it. One
+fault mitmproxy blurs: an upstream that aborts a stream with a TCP reset is
+reported exactly like one that closes it early (``peer closed connection
+without sending complete message body``), and the client's connection is
+then closed with a FIN, so the client sees a clean close (httpx:
+``RemoteProtocolError``) where, direct, it would have seen
+``ECONNRESET`` (``ReadError``).
+
+They can be told apart in the ``error`` hook: a reset is a read error, on
+which asyncio closes the upstream transport at once, while a FIN only
+half-closes it (mitmproxy keeps it open for writing until it is done with
+the flow). On a reset, :func:`pass_reset_on` sets ``SO_LINGER`` 0 on the
+client's socket, so mitmproxy's own close of it a moment later sends a reset
+too; and the recording's error says so (:data:`streamtape.wire.UPSTREAM_RESET`).
+
+The sockets are reached through mitmproxy's proxyserver addon (its live
+connection handlers, by client id): not a public API, so every step is
+guarded and a mitmproxy that stores them otherwise only loses the
+pass-through (the client sees a close, as before), never the flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+
+from mitmproxy import connection, ctx, http
+
+__all__ = ["pass_reset_on", "upstream_reset"]
+
+_EARLY_CLOSE = "peer closed connection"
+
+
+def _transport_of(flow: http.HTTPFlow, conn: connection.Connection) -> asyncio.BaseTransport | None:
+    """The asyncio transport of one of the flow's live connections (None when not found)."""
+    with contextlib.suppress(Exception):
+        ps = ctx.master.addons.get("proxyserver")
+        handler = ps.connections.get(flow.client_conn.id)
+        io = handler.transports.get(conn) if handler is not None else None
+        transport = getattr(getattr(io, "writer", None), "transport", None)
+        if isinstance(transport, asyncio.BaseTransport):
+            return transport
+    return None
+
+
+def upstream_reset(flow: http.HTTPFlow) -> bool:
+    """In the ``error`` hook: whether the upstream ended the flow's response with a reset."""
+    msg = (flow.error.msg if flow.error else "") or ""
+    if _EARLY_CLOSE not in msg or flow.response is None:
+        return False
+    transport = _transport_of(flow, flow.server_conn)
+    return transport is not None and transport.is_closing()
+
+
+def pass_reset_on(flow: http.HTTPFlow) -> bool:
+    """Make mitmproxy's close of the client connection a reset (``SO_LINGER`` 0); False if
+    the socket could not be reached."""
+    transport = _transport_of(flow, flow.client_conn)
+    sock: socket.socket | None = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        return False
+    return True
