@@ -357,8 +357,13 @@ class Interaction:
 
     @property
     def first_byte_ns(self) -> int | None:
+        """The first body piece's offset; for a WebSocket session, the first server message's."""
         ps = self.pieces
-        return ps[0].at_ns if ps else None
+        if ps:
+            return ps[0].at_ns
+        if self.websocket is not None:
+            return next((m.at_ns for m in self.websocket.messages if not m.from_client), None)
+        return None
 
     @property
     def duration_ns(self) -> int | None:

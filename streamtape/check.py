@@ -43,6 +43,8 @@ Code = Literal[
     "no-finish", "finish-length", "finish-content-filter", "error-event", "invalid-json",
     "control-token", "keepalive", "usage-missing", "cut-event", "tool-args-invalid",
     "refusal", "reasoning-inline",
+    # WebSocket sessions (streamtape.check_ws)
+    "close-abnormal", "no-response-done",
 ]
 """A finding's code: stable, for scripts."""
 

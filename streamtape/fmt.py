@@ -44,14 +44,19 @@ class Summary(TypedDict):
 
 
 def summary(ix: Interaction) -> Summary:
-    """The figures one line about an interaction shows (record output, ``show`` listing)."""
+    """The figures one line about an interaction shows (record output, ``show`` listing).
+
+    For a WebSocket session ``pieces`` and ``bytes`` count its messages (both
+    directions) and the first byte is the first server message.
+    """
     r = ix.response
+    ws = ix.websocket
     return {
         "method": ix.request.method,
         "path": path_of(ix.request.url),
         "status": r.status if r else None,
-        "pieces": len(ix.pieces),
-        "bytes": len(r.body) if r else 0,
+        "pieces": len(ws.messages) if ws else len(ix.pieces),
+        "bytes": sum(len(m.data) for m in ws.messages) if ws else len(r.body) if r else 0,
         "first_byte_ms": None if ix.first_byte_ns is None else round(ix.first_byte_ns / 1e6, 3),
         "duration_ms": None if ix.duration_ns is None else round(ix.duration_ns / 1e6, 3),
         "outcome": ix.outcome,
@@ -64,9 +69,33 @@ def summary_line(ix: Interaction) -> str:
     """``POST /v1/chat/completions 200  22 pieces  1.9 KiB  ttfb 31.2 ms  dur 640.5 ms  complete``."""
     s = summary(ix)
     status = s["status"] if s["status"] is not None else "---"
+    if ix.websocket is not None:
+        return session_line(ix, s)
     line = (
         f"{s['method']} {s['path']} {status}  {s['pieces']} pieces  {human_bytes(s['bytes'])}"
         f"  ttfb {ms(ix.first_byte_ns)} ms  dur {ms(ix.duration_ns)} ms  {ix.outcome}"
+    )
+    if ix.error:
+        line += f" ({ix.error})"
+    return line
+
+
+def session_line(ix: Interaction, s: Summary | None = None) -> str:
+    """``GET /v1/realtime?model=m 101  websocket 4 client + 15 server messages  3.9 KiB
+    dur 226.6 ms  closed 1000 by client  complete``."""
+    ws = ix.websocket
+    assert ws is not None
+    s = s or summary(ix)
+    client = sum(1 for m in ws.messages if m.from_client)
+    if ws.close_code is not None:
+        close = f"closed {ws.close_code}" + (f" ({ws.close_reason})" if ws.close_reason else "")
+        close += f" by {ws.closed_by}" if ws.closed_by else ""
+    else:
+        close = "no close frame"
+    line = (
+        f"{s['method']} {s['path']} {s['status']}  websocket {client} client + "
+        f"{len(ws.messages) - client} server messages  {human_bytes(s['bytes'])}"
+        f"  dur {ms(ix.duration_ns)} ms  {close}  {ix.outcome}"
     )
     if ix.error:
         line += f" ({ix.error})"

@@ -71,6 +71,7 @@ from .errors import CassetteError, OptionError, StreamtapeError
 from .fmt import summary_line
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
 from .mitm_faults import pass_reset_on, upstream_reset
+from .mitm_ws import WebSocketRecording, is_upgrade_request
 from .record import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
 from .wire import UPSTREAM_RESET
 
@@ -204,6 +205,8 @@ class RecordAddon(FailLoudly):
             weakref.WeakKeyDictionary()
         )
         self._accepting = False  # past the running hook: requests are recorded (or the proxy stops)
+        self.websockets = WebSocketRecording(self)
+        """WebSocket sessions: the upgrade leaves the HTTP recorder at its 101 head."""
         self._started: asyncio.Event | None = None  # created by the first request that has to wait
 
     # -- options -------------------------------------------------------------
@@ -365,6 +368,7 @@ class RecordAddon(FailLoudly):
             await asyncio.sleep(0.05)
             if self.recorder:
                 self.recorder.tick(time.perf_counter_ns())
+                self.websockets.tick(time.perf_counter_ns())
             self._check_writer()
 
     def _check_writer(self) -> None:
@@ -423,8 +427,14 @@ class RecordAddon(FailLoudly):
         if rec is None or resp is None:
             return
         now = time.perf_counter_ns()
+        if self.websockets.responseheaders(flow, now):
+            return
         h = resp.headers
-        wanted = self.record_all or is_streaming(resp.http_version, h.get("content-type"), h.get("transfer-encoding"))
+        wanted = (
+            self.record_all
+            or is_upgrade_request(flow.request)  # a refused WebSocket upgrade (401, 404) is recorded too
+            or is_streaming(resp.http_version, h.get("content-type"), h.get("transfer-encoding"))
+        )
         if wanted and self.filter is not None:
             wanted = self.filter(flow)
         if not wanted or not rec.has(flow.id):  # not wanted, or begun before the addon was configured
@@ -502,9 +512,12 @@ class RecordAddon(FailLoudly):
             c.ready = UpstreamConnection(now, c.tcp_ns, None, now - c.connected_ns)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if self.websockets.response(flow):
+            return
         self._finish(flow, Outcome.COMPLETE, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        self.websockets.error(flow)
         msg = flow.error.msg if flow.error else "unknown error"
         if upstream_reset(flow):
             # mitmproxy reports a reset as an early close and closes the client with a FIN:
@@ -528,6 +541,14 @@ class RecordAddon(FailLoudly):
             self.on_finished(ix)
         self._report_when_saved(ix)
 
+    # -- WebSocket sessions (streamtape.mitm_ws) ------------------------------
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        self.websockets.websocket_message(flow)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        self.websockets.websocket_end(flow)
+
     # -- shutdown ------------------------------------------------------------
 
     def done(self) -> None:
@@ -538,6 +559,7 @@ class RecordAddon(FailLoudly):
             self._ticker.cancel()
         for key in list(self._pending_heads):
             self._apply_head(key)
+        self.websockets.done(time.perf_counter_ns())
         if self.recorder:
             for ix in self.recorder.close(time.perf_counter_ns()):
                 if self.on_finished:

@@ -138,6 +138,19 @@ Sink = Callable[[list[Record]], None]
 """Where the recorder sends records, in order (for example :meth:`BackgroundWriter.submit`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A flow's request as the recorder holds it before a response: what another
+    recorder needs to take the flow on (:meth:`Recorder.detach`; a WebSocket
+    session, :mod:`streamtape.record_ws`). The request is not redacted yet."""
+
+    request: Request
+    t0_ns: int
+    """t = 0 as a clock reading: the request handed to the upstream."""
+    setup: Setup | None
+    labels: dict[str, str]
+
+
 class Recorder:
     """Builds interactions from capture events and emits their records to ``sink``."""
 
@@ -204,6 +217,12 @@ class Recorder:
     def forget(self, key: object) -> None:
         """Stop tracking a flow that is not recorded."""
         self._flights.pop(key, None)
+
+    def detach(self, key: object) -> Begun | None:
+        """Stop tracking a flow that another recorder takes on (after :meth:`sent`,
+        before any record of it): its request, t = 0, setup and labels."""
+        f = self._flights.pop(key, None)
+        return None if f is None else Begun(f.request, f.t0_ns, f.setup, f.labels)
 
     def _redact(self, f: _Flight) -> None:
         """Redact the request once, and report the credentials left in its body."""
@@ -312,6 +331,7 @@ __all__ = [
     "REDACTED",
     "STREAMING_CONTENT_TYPES",
     "UPSTREAM_ERROR",
+    "Begun",
     "Recorder",
     "Redaction",
     "UpstreamConnection",

@@ -9,8 +9,10 @@ import click
 
 from ..cassette import load_many
 from ..check import check as check_ix
+from ..check_ws import check_session
 from ..fmt import summary_line
 from ..shapes import SHAPES, analyze, check_shape
+from ..shapes.realtime import analyze_session
 from ._common import warn
 
 
@@ -23,7 +25,9 @@ from ._common import warn
 def check(ctx: click.Context, file: tuple[str, ...], as_json: bool, shape: str | None) -> None:
     """Report protocol findings per interaction (no [DONE], no finish, finish length,
     control tokens in the text, invalid JSON events, error events after a 200,
-    keep-alives, usage missing though requested, incomplete outcomes).
+    keep-alives, usage missing though requested, incomplete outcomes). A WebSocket
+    session: a Realtime response without response.done, an abnormal close (a code
+    other than 1000/1001, or no close frame), error events.
 
     Exit status: 0 no findings, 1 findings, 2 bad input.
     """
@@ -35,27 +39,34 @@ def check(ctx: click.Context, file: tuple[str, ...], as_json: bool, shape: str |
     warn(cassettes)
     for cas in cassettes:
         for n, ix in enumerate(cas):
-            a = analyze(ix, shape) if ix.response is not None else None
-            findings = check_ix(ix, a, shape)
+            kind: str | None
+            if ix.websocket is not None:  # a session: streamtape.check_ws
+                sa = analyze_session(ix)
+                kind = "realtime" if sa.shape == "realtime" else "websocket"
+                findings = check_session(ix, sa)
+            else:
+                a = analyze(ix, shape) if ix.response is not None else None
+                kind = a.shape if a else None
+                findings = check_ix(ix, a, shape)
             total += len(findings)
-            results.append((str(cas.path), n, ix, a, findings))
+            results.append((str(cas.path), n, ix, kind, findings))
     if as_json:
         click.echo(json.dumps({
             "findings": total,
             "interactions": [
                 {"file": f, "index": n, "method": ix.request.method, "url": ix.request.url,
                  "status": ix.response.status if ix.response else None,
-                 "shape": a.shape if a else None, "outcome": ix.outcome,
+                 "shape": kind, "outcome": ix.outcome,
                  "findings": [x.to_dict() for x in fs]}
-                for f, n, ix, a, fs in results
+                for f, n, ix, kind, fs in results
             ],
         }, indent=2, ensure_ascii=False))
     else:
         many = len(cassettes) > 1
-        for f, n, ix, a, fs in results:
+        for f, n, ix, kind, fs in results:
             where = f"{f} #{n}" if many else f"#{n}"
             verdict = "ok" if not fs else f"{len(fs)} finding" + ("s" if len(fs) != 1 else "")
-            click.echo(f"{where} {summary_line(ix)}  [{a.shape if a else '-'}]  {verdict}")
+            click.echo(f"{where} {summary_line(ix)}  [{kind or '-'}]  {verdict}")
             for x in fs:
                 at = f" (event {x.event})" if x.event is not None else ""
                 click.echo(f"  {x.code}: {x.message}{at}")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import TypedDict
 
 import click
 
-from ..cassette import Cassette, Interaction, Setup, load
+from ..cassette import Cassette, Interaction, load
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, summary
 from ..shapes import SHAPES, analyze, check_shape
@@ -24,33 +23,8 @@ from ..shapes.render import (
 )
 from ..stats import compute
 from ._common import warn
-
-
-def escape_piece(data: bytes) -> str:
-    """A piece's bytes as one line: ``\\n``, ``\\r``, ``\\t``, other controls and the bytes of
-    a character cut at the piece's edge are shown escaped (``\\xe6``)."""
-    text = data.decode("utf-8", errors="backslashreplace")
-    out = []
-    for ch in text:
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def bytes_json(data: bytes) -> dict[str, str]:
-    """Bytes for JSON output: UTF-8 text where valid, base64 otherwise."""
-    try:
-        return {"text": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
+from ._render import bytes_json, escape_piece, setup_json, setup_line
+from ._sessions import show_session
 
 
 class TimelineRow(TypedDict):
@@ -126,34 +100,6 @@ def interaction_head(ix: Interaction) -> list[str]:
     return lines
 
 
-def setup_line(s: Setup) -> str:
-    """The upstream connection's setup marks, which the offsets leave out.
-
-    ``setup: new upstream connection: tcp 0.3 ms, tls 82.1 ms; sent 83.0 ms after the proxy had it``
-    """
-    if not s.new_connection:
-        return f"setup: upstream connection already open; sent {ms(s.wait_ns)} ms after the proxy had it"
-    marks = ", ".join(f"{name.replace('_', ' ')} {ms(ns)} ms" for name, ns in s.marks.items())
-    return f"setup: new upstream connection: {marks}; sent {ms(s.wait_ns)} ms after the proxy had it"
-
-
-def setup_json(s: Setup | None) -> dict[str, object] | None:
-    """``show --json``'s ``setup``: null when not recorded (an older cassette)."""
-    if s is None:
-        return None
-
-    def m(ns: int | None) -> float | None:
-        return None if ns is None else ns / 1e6
-
-    return {
-        "new_connection": s.new_connection,
-        "wait_ms": m(s.wait_ns),
-        "tcp_ms": m(s.tcp_ns),
-        "proxy_connect_ms": m(s.proxy_connect_ns),
-        "tls_ms": m(s.tls_ns),
-    }
-
-
 def timeline_lines(ix: Interaction) -> list[str]:
     lines = [f"{'offset ms':>10}  {'gap ms':>8}  {'size':>6}  bytes"]
     for row in timeline(ix):
@@ -213,7 +159,12 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
               help=f"Read the stream as this format instead of detecting it: {', '.join(SHAPES)}.")
 def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
          show_reasoning: bool, shape: str | None) -> None:
-    """List a cassette's interactions, or print one interaction's stats and timeline (-i N)."""
+    """List a cassette's interactions, or print one interaction's stats and timeline (-i N).
+
+    A WebSocket session (-i N) lists its messages (offset, gap, direction, size,
+    the JSON type of each event); --events adds each event's JSON, --text gives
+    a Realtime session's assembled text (text and audio-transcript deltas).
+    """
     if shape is not None:
         check_shape(shape)
     if index is None and (show_events or show_text or show_reasoning):
@@ -231,6 +182,10 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
                 click.echo(line)
         return
     ix = pick(cas, index)
+    if ix.websocket is not None:  # messages, not pieces: streamtape.commands._sessions
+        show_session(ix, index, as_json=as_json, events=show_events, text=show_text,
+                     reasoning=show_reasoning, shape=shape)
+        return
     analysis = analyze(ix, shape)
     stats = compute(ix, analysis)
     if as_json:

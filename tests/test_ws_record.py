@@ -1,0 +1,411 @@
+"""WebSocket sessions recorded: a Realtime upstream on 127.0.0.1, a ``websockets`` client, and
+``streamtape record`` (reverse and regular mode) or ``mitmdump -s addons/record.py`` between them.
+
+Each session is one interaction: the upgrade request (redacted) and the 101 head,
+every message in both directions with its offset, then the close or the failure.
+The cassette format part (message records, the format version) is checked on
+values written and read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgpack
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+import streamtape
+from streamtape.cassette import (
+    FORMAT_VERSION,
+    NEWEST_VERSION,
+    WEBSOCKET_VERSION,
+    BackgroundWriter,
+    CassetteWriter,
+    Direction,
+    Framing,
+    Interaction,
+    Message,
+    Outcome,
+    Request,
+    Response,
+    WebSocketSession,
+    load,
+    save,
+)
+from streamtape.errors import CassetteError
+from streamtape.record import Begun, Redaction
+from streamtape.record_ws import SessionRecorder
+from tests.builders import MS, chat_ix, wait_until
+from tests.recording import recording, start_listening
+from tests.ws_upstream import FIRST_TOKEN_GAP, WORDS, RealtimeUpstream, realtime_upstream
+
+KEY = "sk-live-abcdefghijklmnopqrstuvwx"
+"""A key the client sends in three places; never on disk."""
+
+
+def on_disk(path: Path) -> streamtape.Cassette | None:
+    try:
+        return load(path)
+    except CassetteError:
+        return None
+
+
+def types(messages: Sequence[Message], direction: Direction) -> list[str]:
+    return [json.loads(m.data)["type"] for m in messages if m.direction == direction]
+
+
+async def realtime_turn(
+    url: str, *, path: str = "/v1/realtime?model=gpt-realtime", proxy: str | None = None, bad_event: bool = True
+) -> list[str]:
+    """One text turn as the Realtime API's clients do it; the event types the client got."""
+    got: list[str] = []
+    async with connect(
+        url.replace("http://", "ws://") + path,
+        proxy=proxy,
+        additional_headers={"Authorization": f"Bearer {KEY}"},
+        subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"],  # type: ignore[list-item]
+    ) as ws:
+        got.append(json.loads(await ws.recv())["type"])
+        await ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "realtime", "output_modalities": ["text"], "api_key": KEY}}))
+        await ws.send(json.dumps({"type": "conversation.item.create", "event_id": "evt_c1", "item": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Which is larger?"}]}}))
+        if bad_event:
+            await ws.send(json.dumps({"type": "session.frobnicate", "event_id": "evt_bad"}))
+        await ws.send(json.dumps({"type": "response.create"}))
+        async for raw in ws:
+            got.append(json.loads(raw)["type"])
+            if got[-1] == "rate_limits.updated":
+                break
+    return got
+
+
+def check_turn(ix: Interaction, up: RealtimeUpstream, got: list[str]) -> None:
+    """The session as the client and the upstream saw it, and nothing secret on disk."""
+    ws = ix.websocket
+    assert ws is not None
+    assert ix.response is not None and ix.response.status == 101 and ix.response.framing == Framing.NONE
+    (s,) = up.sessions
+    # Every message, in order, each direction as its sender sent it.
+    assert types(ws.messages, Direction.SERVER) == [x.type for x in s.sent] == got
+    assert types(ws.messages, Direction.CLIENT) == [e["type"] for e in s.received]
+    assert "error" in got  # the bad event got an error event; the socket stayed open
+    assert all(m.text for m in ws.messages) and all(m.fragments == () for m in ws.messages)
+    assert [m.at_ns for m in ws.messages] == sorted(m.at_ns for m in ws.messages)
+    # The close: the client's 1000, after the last message.
+    assert (ws.close_code, ws.closed_by, ix.outcome) == (1000, Direction.CLIENT, Outcome.COMPLETE)
+    assert ix.end_ns is not None and ix.end_ns >= ws.messages[-1].at_ns
+    # Timing: each server message's offset from the session's first one is the upstream's own
+    # (a loaded machine only delays a message, so the bound below is generous on one side).
+    first = next(m.at_ns for m in ws.messages if m.direction == Direction.SERVER)
+    recorded = [(m.at_ns - first) / 1e9 for m in ws.messages if m.direction == Direction.SERVER]
+    sent = [x.at - s.sent[0].at for x in s.sent]
+    for r, w in zip(recorded, sent, strict=True):
+        assert w - 0.03 <= r <= w + 0.15
+    deltas = [m for m in ws.messages if b"output_text.delta" in m.data]
+    assert len(deltas) == len(WORDS)
+    assert (deltas[0].at_ns - first) / 1e9 >= FIRST_TOKEN_GAP
+    # Redaction: the upstream got the key everywhere; the cassette nowhere.
+    assert s.headers["authorization"] == f"Bearer {KEY}"
+    assert KEY in s.headers["sec-websocket-protocol"] and s.received[0]["session"]["api_key"] == KEY
+    assert ix.request.header("authorization") == "REDACTED"
+    assert ix.request.header("sec-websocket-protocol") == "realtime, openai-insecure-api-key.REDACTED"
+    assert json.loads(ws.client_messages[0].data)["session"]["api_key"] == "REDACTED"
+    assert "key=REDACTED" in ix.request.url
+
+
+@pytest.mark.slow
+async def test_record_keeps_a_realtime_session_message_by_message_with_its_timing_and_close(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "rt.tape"
+    with realtime_upstream() as up, recording(out, "--redact-field", "api_key", upstream=up.url) as rec:
+        got = await realtime_turn(rec.url, path=f"/v1/realtime?model=gpt-realtime&key={KEY}")
+        await asyncio.to_thread(rec.wait_lines, 1)
+    assert rec.lines[0].startswith("GET /v1/realtime?model=gpt-realtime&key=REDACTED 101  websocket 4 client + 18 server messages")
+    assert "closed 1000 by client  complete" in rec.lines[0]
+    assert KEY.encode() not in out.read_bytes()
+    cas = load(out)
+    assert cas.header["version"] >= WEBSOCKET_VERSION
+    (ix,) = cas
+    check_turn(ix, up, got)
+    assert ix.setup is not None and ix.setup.new_connection  # t = 0 after the TCP connect
+
+
+@pytest.mark.slow
+async def test_regular_mode_records_a_session_the_client_opens_through_the_proxy(tmp_path: Path) -> None:
+    out = tmp_path / "rt.tape"
+    with realtime_upstream() as up, recording(out, "--mode", "regular", "--redact-field", "api_key") as rec:
+        got = await realtime_turn(up.url, proxy=rec.url, path=f"/v1/realtime?model=gpt-realtime&key={KEY}")
+        await asyncio.to_thread(rec.wait_lines, 1)
+    (ix,) = load(out)
+    check_turn(ix, up, got)
+    assert ix.request.url.startswith(up.url + "/v1/realtime")
+
+
+@pytest.mark.slow
+async def test_mitmdump_with_the_addon_script_records_a_session(tmp_path: Path) -> None:
+    mitmdump = Path(sys.executable).parent / "mitmdump"
+    addon = Path(__file__).parents[1] / "addons" / "record.py"
+    out = tmp_path / "m.tape"
+    with realtime_upstream() as up:
+        proc, url = start_listening(
+            [str(mitmdump), "-s", str(addon), "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1",
+             "-p", "0", "--set", f"streamtape_out={out}", "--set", "streamtape_redact_fields=api_key",
+             "--set", "streamtape_label=via=mitmdump"],
+            r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
+        )
+        try:
+            got = await realtime_turn(url, path=f"/v1/realtime?model=gpt-realtime&key={KEY}")
+            await asyncio.to_thread(
+                wait_until, lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None
+            )
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=20)
+    (ix,) = load(out)
+    check_turn(ix, up, got)
+    assert ix.labels == {"via": "mitmdump"}
+
+
+async def open_and_ask(url: str, path: str) -> ClientConnection:
+    ws = await connect(url.replace("http://", "ws://") + path, proxy=None)
+    await ws.recv()
+    await ws.send(json.dumps({"type": "response.create"}))
+    return ws
+
+
+async def read_until_closed(ws: ClientConnection) -> tuple[list[str], int | None]:
+    """The event types the client read until the connection closed, and the close code it saw."""
+    got = []
+    try:
+        async for raw in ws:
+            got.append(json.loads(raw)["type"])
+    except ConnectionClosed:
+        pass
+    return got, ws.close_code
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "code", "outcome"),
+    [
+        ("close:1011", 1011, Outcome.COMPLETE),  # a close frame: the code tells, check reads it
+        ("close:1000", 1000, Outcome.COMPLETE),  # 1000 mid-response: the truncation the SDK hides
+        ("drop", None, Outcome.UPSTREAM_CLOSED),  # no close frame at all
+    ],
+)
+async def test_a_server_that_cuts_a_response_is_recorded_with_who_closed_and_how(
+    tmp_path: Path, fault: str, code: int | None, outcome: Outcome
+) -> None:
+    out = tmp_path / "cut.tape"
+    with realtime_upstream() as up, recording(out, upstream=up.url) as rec:
+        ws = await open_and_ask(rec.url, f"/v1/realtime?model=m&fault={fault}&after=2")
+        got, client_saw = await read_until_closed(ws)
+        await asyncio.to_thread(rec.wait_lines, 1)
+    assert got.count("response.output_text.delta") == 2 and "response.done" not in got
+    (ix,) = load(out)
+    ws_ = ix.websocket
+    assert ws_ is not None
+    assert types(ws_.messages, Direction.SERVER) == ["session.created", *got]
+    assert ws_.close_code == code and ix.outcome == outcome
+    if code is not None:
+        assert ws_.closed_by == Direction.SERVER and ws_.close_reason == "cut by the test server"
+        assert client_saw == code  # the client got the same close
+    else:
+        assert ws_.closed_by == Direction.SERVER and ix.error and "without a close frame" in ix.error
+        assert ws_.close_reason == ""
+        # mitmproxy (11 and 12) closes the client's side with a clean 1000 when the server's
+        # connection drops: through the proxy the client cannot tell; the recording can.
+        assert client_saw == 1000
+    assert f"closed {code}" in rec.lines[0] if code else "no close frame" in rec.lines[0]
+
+
+@pytest.mark.slow
+async def test_a_client_that_drops_its_connection_is_recorded_as_client_disconnected(tmp_path: Path) -> None:
+    out = tmp_path / "drop.tape"
+    with realtime_upstream(gap=0.2) as up, recording(out, upstream=up.url) as rec:
+        ws = await open_and_ask(rec.url, "/v1/realtime?model=m")
+        while json.loads(await ws.recv())["type"] != "response.output_text.delta":
+            pass
+        sock = ws.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        ws.transport.abort()  # a TCP reset: no close frame
+        await asyncio.to_thread(rec.wait_lines, 1)
+    (ix,) = load(out)
+    assert ix.outcome == Outcome.CLIENT_DISCONNECTED and ix.websocket is not None
+    assert ix.websocket.close_code is None and ix.websocket.closed_by == Direction.CLIENT
+    assert "response.output_text.delta" in types(ix.websocket.messages, Direction.SERVER)
+
+
+@pytest.mark.slow
+async def test_stopping_the_recorder_mid_session_keeps_the_messages_so_far_as_interrupted(tmp_path: Path) -> None:
+    out = tmp_path / "stop.tape"
+    with realtime_upstream(gap=0.5, words=("a ",) * 40) as up, recording(out, upstream=up.url) as rec:
+        ws = await open_and_ask(rec.url, "/v1/realtime?model=m")
+        for _ in range(4):
+            await ws.recv()
+        assert await asyncio.to_thread(rec.stop) == 0
+        await ws.close()
+    (ix,) = load(out)
+    assert ix.outcome == Outcome.INTERRUPTED and ix.websocket is not None
+    assert ix.websocket.close_code is None
+    assert len(ix.websocket.server_messages) >= 4 and len(ix.websocket.client_messages) == 1
+
+
+@pytest.mark.slow
+async def test_a_refused_upgrade_is_recorded_as_the_http_answer_it_got(tmp_path: Path) -> None:
+    out = tmp_path / "refused.tape"
+    with realtime_upstream() as up, recording(out, upstream=up.url) as rec:
+        with pytest.raises(Exception, match="401"):
+            await connect(rec.url.replace("http://", "ws://") + "/v1/realtime?model=m&reject=401", proxy=None)
+        await asyncio.to_thread(rec.wait_lines, 1)
+    (ix,) = load(out)
+    assert ix.websocket is None and ix.response is not None and ix.response.status == 401
+    assert json.loads(ix.response.body)["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.slow
+async def test_a_credential_in_a_client_message_is_warned_about_once_naming_the_option(tmp_path: Path) -> None:
+    out = tmp_path / "cred.tape"
+    with realtime_upstream() as up, recording(out, upstream=up.url) as rec:
+        async with connect(rec.url.replace("http://", "ws://") + "/v1/realtime?model=m", proxy=None) as ws:
+            await ws.recv()
+            for _ in range(2):
+                await ws.send(json.dumps({"type": "session.update", "session": {"client_secret": KEY}}))
+                await ws.recv()
+        await asyncio.to_thread(rec.wait_lines, 1)
+        await asyncio.to_thread(rec.stop)
+    assert rec.stderr.count("session.client_secret looks like a credential") == 1
+    assert "--redact-field client_secret" in rec.stderr
+
+
+# -- the cassette format -----------------------------------------------------------
+
+
+def session_ix(messages: Sequence[Message], close: int | None = 1000, by: Direction | None = Direction.CLIENT) -> Interaction:
+    return Interaction(
+        Request("GET", "http://api.test/v1/realtime?model=m", headers=(("Upgrade", "websocket"),)),
+        Response(101, "Switching Protocols", framing=Framing.NONE, headers_at_ns=3 * MS),
+        end_ns=900 * MS,
+        websocket=WebSocketSession(tuple(messages), close, "done" if close else "", by),
+    )
+
+
+MESSAGES = (
+    Message(10 * MS, Direction.SERVER, True, b'{"type":"session.created"}'),
+    Message(12 * MS, Direction.CLIENT, True, b'{"type":"response.create"}'),
+    Message(80 * MS, Direction.SERVER, False, b"\x00\xff" * 3000, (4000, 2000)),
+    Message(80 * MS, Direction.SERVER, True, "ünïcode".encode()),
+)
+
+
+def test_sessions_and_http_interactions_round_trip_in_one_cassette(tmp_path: Path) -> None:
+    http_ix = chat_ix(20)
+    ixs = [http_ix, session_ix(MESSAGES), session_ix((), close=None, by=None)]
+    save(tmp_path / "c.tape", ixs)
+    cas = load(tmp_path / "c.tape")
+    assert list(cas) == ixs
+    assert cas[0].websocket is None and cas[1].messages == MESSAGES
+    assert cas[1].first_byte_ns == 10 * MS  # the first server message
+
+
+def test_a_cassette_stays_version_1_until_a_session_is_written_then_says_2(tmp_path: Path) -> None:
+    path = tmp_path / "v.tape"
+    save(path, [chat_ix(20)])
+    assert load(path).header["version"] == FORMAT_VERSION == 1
+    before = path.read_bytes()
+    save(path, [session_ix(MESSAGES)])  # appending raises the header's version in place
+    cas = load(path)
+    assert cas.header["version"] >= WEBSOCKET_VERSION == 2  # (a later feature may raise it further)
+    after = path.read_bytes()[: len(before)]
+    assert [n for n in range(len(before)) if before[n] != after[n]] == [before.index(b"\xa7version") + 8]
+    assert len(cas) == 2 and cas[0] == load(path)[0]
+    save(path, [chat_ix(30)])
+    assert load(path).header["version"] >= 2 and len(load(path)) == 3
+
+
+def test_the_background_writer_raises_the_version_before_the_first_message_record(tmp_path: Path) -> None:
+    path = tmp_path / "bg.tape"
+    w = BackgroundWriter(path)
+    rec = SessionRecorder(w.submit, w.new_id, flush_ns=0, min_batch=1)
+    rec.open("k", Begun(Request("GET", "http://x/ws"), 0, None, {}), 101, "Switching Protocols", "HTTP/1.1", (), 1000)
+    w.flush()
+    assert load(path).header["version"] >= 2 and load(path)[0].outcome == Outcome.INTERRUPTED
+    rec.message("k", False, True, b'{"type":"a"}', 5 * MS)
+    rec.message("k", True, True, b'{"type":"b"}', 6 * MS)
+    w.flush()
+    assert [m.data for m in load(path)[0].messages] == [b'{"type":"a"}', b'{"type":"b"}']
+    rec.finish("k", 9 * MS, 1001, "going away", False)
+    w.close()
+    (ix,) = load(path)
+    assert ix.websocket == WebSocketSession(ix.messages, 1001, "going away", Direction.SERVER)
+    assert [m.at_ns for m in ix.messages] == [5 * MS, 6 * MS] and ix.end_ns == 9 * MS
+
+
+def test_a_reader_rejects_a_newer_version_and_a_message_record_for_an_http_interaction(tmp_path: Path) -> None:
+    p = tmp_path / "bad.tape"
+    p.write_bytes(msgpack.packb({"format": "streamtape", "version": NEWEST_VERSION + 1}))
+    with pytest.raises(CassetteError, match=f"version {NEWEST_VERSION + 1} is newer than this streamtape"):
+        load(p)
+    begin = {"t": "begin", "id": 0, "request": {"method": "GET", "url": "http://x/", "http_version": "HTTP/1.1",
+                                                "headers": [], "body": b"", "started_at": 0.0},
+             "response": None, "labels": {}}
+    p.write_bytes(b"".join(msgpack.packb(r, use_bin_type=True) for r in (
+        {"format": "streamtape", "version": 2}, begin, ["m", 0, b"x", [1], [0], [1]])))
+    with pytest.raises(CassetteError, match="not a WebSocket session"):
+        list(load(p))  # (a lazy reader finds it when the interaction is read)
+
+
+def test_a_torn_message_record_is_dropped_and_the_session_loads_interrupted(tmp_path: Path) -> None:
+    p = tmp_path / "torn.tape"
+    with CassetteWriter(p) as w:
+        rec = SessionRecorder(w.write, w.new_id, flush_ns=0, min_batch=1)
+        rec.open("k", Begun(Request("GET", "http://x/ws"), 0, None, {}), 101, "", "HTTP/1.1", (), 0)
+        rec.message("k", False, True, b"first", MS)
+        rec.message("k", False, True, b"second" * 100, 2 * MS)
+    p.write_bytes(p.read_bytes()[:-50])
+    cas = load(p)
+    assert cas.warnings and [m.data for m in cas[0].messages] == [b"first"]
+    assert cas[0].outcome == Outcome.INTERRUPTED
+
+
+def test_client_messages_lose_the_named_fields_and_binary_messages_pass_untouched() -> None:
+    records: list[object] = []
+    rec = SessionRecorder(records.extend, iter(range(9)).__next__, redaction=Redaction.build(body_fields=["api_key"]))
+    rec.open("k", Begun(Request("GET", "http://x/ws?token=t0k"), 0, None, {"a": "b"}), 101, "", "HTTP/1.1",
+             (("Set-Cookie", "s=1"),), 0)
+    secret = json.dumps({"type": "session.update", "session": {"api_key": "x", "nested": [{"api_key": "y"}]}})
+    rec.message("k", True, True, secret.encode(), MS)
+    rec.message("k", False, True, secret.encode(), 2 * MS)  # server messages are kept as they came
+    rec.message("k", True, False, b'{"api_key": "z"}', 3 * MS)  # binary: not JSON text
+    ix = rec.finish("k", 4 * MS, 1000, "", True)
+    assert ix is not None and ix.websocket is not None
+    c, s, b = ix.websocket.messages
+    assert json.loads(c.data)["session"] == {"api_key": "REDACTED", "nested": [{"api_key": "REDACTED"}]}
+    assert s.data == secret.encode() and b.data == b'{"api_key": "z"}'
+    assert ix.request.url.endswith("token=REDACTED") and ix.response is not None
+    assert ix.response.header("set-cookie") == "REDACTED" and ix.labels == {"a": "b"}
+    assert [r[0] if isinstance(r, list) else r["t"] for r in records] == ["begin", "m", "end"]  # type: ignore[index]
+
+
+def test_message_batches_go_out_by_age_and_count_like_data_records() -> None:
+    batches: list[list[object]] = []
+    rec = SessionRecorder(lambda recs: batches.extend(recs), iter(range(9)).__next__,
+                          flush_ns=100 * MS, max_flush_ns=1000 * MS, min_batch=8)
+    rec.open("k", Begun(Request("GET", "http://x/ws"), 0, None, {}), 101, "", "HTTP/1.1", (), 0)
+    for n in range(20):
+        rec.message("k", False, True, b"%d" % n, n * 20 * MS)  # 20 ms apart
+    rec.tick(5000 * MS)
+    sizes = [len(r[3]) for r in batches if isinstance(r, list)]  # type: ignore[arg-type]
+    assert sum(sizes) == 20 and all(s >= 6 for s in sizes[:-1]) and len(sizes) >= 2
+
