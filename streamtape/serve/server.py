@@ -104,6 +104,7 @@ class ServedRequest:
     profile: str | None
     outcome: ServeOutcome
     pieces: int = 0
+    """Body pieces sent; for a WebSocket session (status 101), server messages."""
     bytes: int = 0
     duration_ns: int = 0
     detail: str = ""
@@ -119,7 +120,8 @@ class ServedRequest:
         st = f" {self.status}" if self.status is not None else ""
         prof = f" profile={self.profile}" if self.profile else ""
         body = (
-            f" {self.pieces} pieces {self.bytes} B {self.duration_ns / 1e9:.3f}s"
+            f" {self.pieces} {'messages' if self.status == 101 else 'pieces'} {self.bytes} B "
+            f"{self.duration_ns / 1e9:.3f}s"
             if self.interaction is not None
             else ""
         )
