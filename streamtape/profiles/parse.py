@@ -90,8 +90,8 @@ fault=      (repeatable) events are counted from 1; comments do not count
   keepalive:S     an SSE comment after every S seconds of silence (0: before every event)
   drop-done       leave out data: [DONE]
   status:CODE     fail before streaming: status CODE (400-599), an error body in the
-                  format's shape, Retry-After on 429 and 503
-  slow-headers:MS send the response head MS later (and everything after it)
+                  format's shape, Retry-After on 429 and 503 ([ws]: the upgrade refused)
+  slow-headers:MS send the response head MS later (and everything after it; [ws]: the 101)
   close:N:CODE    [ws] after server message N (0: before any), a close frame with CODE
                   (1000-1003, 1007-1014, 3000-4999)
   drop:N          [ws] after server message N, the TCP connection closed without a close frame
