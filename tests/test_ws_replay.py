@@ -268,6 +268,15 @@ def test_close_and_drop_faults_end_the_session_after_server_message_n() -> None:
     assert schedule_session(parse_profile("fault=ping:0.5"), ix).ping_every_ns == 500 * MS
 
 
+def test_slow_headers_delays_the_101_and_what_is_timed_from_the_upgrade() -> None:
+    ix = session_ix()
+    plain = schedule_session(parse_profile("faithful"), ix)
+    slow = schedule_session(parse_profile("fault=slow-headers:100"), ix)
+    assert slow.head_at_ns == plain.head_at_ns + 100 * MS
+    for a, b in zip(plain.sends, slow.sends, strict=True):
+        assert b.delay_ns - a.delay_ns == (100 * MS if a.after == 0 else 0)
+
+
 @pytest.mark.parametrize(
     "bad", ["fault=close:2:1005", "fault=close:2:2000", "fault=close:2", "fault=ping:0", "chunk=fragment:0"]
 )
@@ -530,6 +539,18 @@ async def test_binary_messages_replay_as_binary(tmp_path: Path) -> None:
         await ws.send(b"\x00\x01")
         second = await ws.recv()
     assert (first, second) == (audio, audio[::-1])
+
+
+async def test_a_server_shutdown_mid_session_ends_it_as_interrupted(tape: Path) -> None:
+    log: list[str] = []
+    server = ReplayServer(tape, profile="instant", log=log.append)
+    await server.start()
+    async with websockets.connect(server.ws_url + PATH) as ws:
+        await ws.recv()  # session.created; the server now waits for the client's messages
+        await server.close()
+        with pytest.raises(ConnectionClosedError):
+            await ws.recv()
+    assert "outcome=interrupted" in _served(log)
 
 
 # --------------------------------------------------------------------------
