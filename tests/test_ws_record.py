@@ -46,10 +46,14 @@ from streamtape.record import Begun, Redaction
 from streamtape.record_ws import SessionRecorder
 from tests.builders import MS, chat_ix, wait_until
 from tests.recording import recording, start_listening
-from tests.ws_upstream import FIRST_TOKEN_GAP, WORDS, RealtimeUpstream, realtime_upstream
-
-KEY = "sk-live-abcdefghijklmnopqrstuvwx"
-"""A key the client sends in three places; never on disk."""
+from tests.ws_upstream import (
+    FIRST_TOKEN_GAP,
+    KEY,
+    WORDS,
+    RealtimeUpstream,
+    realtime_turn,
+    realtime_upstream,
+)
 
 
 def on_disk(path: Path) -> streamtape.Cassette | None:
@@ -61,32 +65,6 @@ def on_disk(path: Path) -> streamtape.Cassette | None:
 
 def types(messages: Sequence[Message], direction: Direction) -> list[str]:
     return [json.loads(m.data)["type"] for m in messages if m.direction == direction]
-
-
-async def realtime_turn(
-    url: str, *, path: str = "/v1/realtime?model=gpt-realtime", proxy: str | None = None, bad_event: bool = True
-) -> list[str]:
-    """One text turn as the Realtime API's clients do it; the event types the client got."""
-    got: list[str] = []
-    async with connect(
-        url.replace("http://", "ws://") + path,
-        proxy=proxy,
-        additional_headers={"Authorization": f"Bearer {KEY}"},
-        subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"],  # type: ignore[list-item]
-    ) as ws:
-        got.append(json.loads(await ws.recv())["type"])
-        await ws.send(json.dumps({"type": "session.update", "session": {
-            "type": "realtime", "output_modalities": ["text"], "api_key": KEY}}))
-        await ws.send(json.dumps({"type": "conversation.item.create", "event_id": "evt_c1", "item": {
-            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Which is larger?"}]}}))
-        if bad_event:
-            await ws.send(json.dumps({"type": "session.frobnicate", "event_id": "evt_bad"}))
-        await ws.send(json.dumps({"type": "response.create"}))
-        async for raw in ws:
-            got.append(json.loads(raw)["type"])
-            if got[-1] == "rate_limits.updated":
-                break
-    return got
 
 
 def check_turn(ix: Interaction, up: RealtimeUpstream, got: list[str]) -> None:

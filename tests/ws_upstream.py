@@ -23,7 +23,11 @@ API does for a bad key. A fault can cut a response after its N-th delta (query `
 ``close:CODE`` (a close frame with that code), ``drop`` (the TCP connection
 closed without a close frame). Every message the server sends is logged
 with its ``time.monotonic()`` reading, so a test can compare recorded gaps
-with the gaps the server made.
+with the gaps the server made. ``?gap=S`` and ``?words=a,b`` override the
+server's delta spacing and answer for one connection.
+
+:func:`realtime_turn` is the other side: one text turn as the API's clients
+send it (``websockets``, the key in the header, a subprotocol and a message).
 """
 
 from __future__ import annotations
@@ -38,11 +42,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
+from websockets.asyncio.client import connect
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
+KEY = "sk-live-abcdefghijklmnopqrstuvwx"
+"""A key :func:`realtime_turn` sends in three places (a test checks it is never on disk)."""
 WORDS = ("Nine ", "point ", "eight ", "is ", "larger.")
 SESSION_GAP = 0.02
 """Seconds before ``session.created``, as a real server takes to set up a session."""
@@ -93,6 +100,8 @@ class RealtimeUpstream:
         q = parse_qs(urlsplit(req.path).query)
         fault = q.get("fault", [""])[0]
         after = int(q.get("after", ["2"])[0])
+        gap = float(q.get("gap", [self.gap])[0])
+        words = tuple(q["words"][0].split(",")) if "words" in q else self.words
         s = Session(req.path, {k.lower(): v for k, v in req.headers.raw_items()})
         self.sessions.append(s)
         beta = s.headers.get("openai-beta") == "realtime=v1"
@@ -127,7 +136,7 @@ class RealtimeUpstream:
                         send({"type": "conversation.item.done", "previous_item_id": None, "item": item})
                 elif kind == "response.create":
                     responses += 1
-                    if not self._respond(send, conn, responses, beta, fault, after):
+                    if not self._respond(send, conn, responses, beta, fault, after, gap, words):
                         return
                 else:
                     send({"type": "error", "error": {"type": "invalid_request_error", "code": "unknown_event",
@@ -136,7 +145,8 @@ class RealtimeUpstream:
         except ConnectionClosed:
             return
 
-    def _respond(self, send: Callable[[dict[str, object]], None], conn: ServerConnection, n: int, beta: bool, fault: str, after: int) -> bool:
+    def _respond(self, send: Callable[[dict[str, object]], None], conn: ServerConnection, n: int, beta: bool,
+                 fault: str, after: int, gap: float, words: tuple[str, ...]) -> bool:
         """One response; False when a fault cut the connection."""
         rid, item = f"resp_{n:03d}", f"item_r{n:03d}"
         ids = {"response_id": rid, "item_id": item, "output_index": 0, "content_index": 0}
@@ -150,9 +160,9 @@ class RealtimeUpstream:
                        "status": "in_progress", "content": []}})
         send({"type": "response.content_part.added", **ids, "part": {"type": "text", "text": ""}})
         time.sleep(FIRST_TOKEN_GAP)
-        for i, w in enumerate(self.words):
+        for i, w in enumerate(words):
             if i:
-                time.sleep(self.gap)
+                time.sleep(gap)
             send({"type": delta, **ids, "delta": w})
             if fault and i + 1 == after:
                 if fault.startswith("close:"):
@@ -161,7 +171,7 @@ class RealtimeUpstream:
                     conn.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     conn.socket.close()
                 return False
-        text = "".join(self.words)
+        text = "".join(words)
         send({"type": text_done, **ids, "text": text})
         send({"type": "response.content_part.done", **ids, "part": {"type": "text", "text": text}})
         send({"type": "response.output_item.done", "response_id": rid, "output_index": 0,
@@ -191,3 +201,31 @@ def realtime_upstream(gap: float = 0.03, words: tuple[str, ...] = WORDS) -> Iter
         finally:
             server.shutdown()
             t.join(5)
+
+
+async def realtime_turn(
+    url: str, *, path: str = "/v1/realtime?model=gpt-realtime", proxy: str | None = None, bad_event: bool = True,
+    beta: bool = False,
+) -> list[str]:
+    """One text turn as the Realtime API's clients do it (``beta``: with ``OpenAI-Beta:
+    realtime=v1``); the event types the client got."""
+    got: list[str] = []
+    async with connect(
+        url.replace("http://", "ws://") + path,
+        proxy=proxy,
+        additional_headers={"Authorization": f"Bearer {KEY}", **({"OpenAI-Beta": "realtime=v1"} if beta else {})},
+        subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"],  # type: ignore[list-item]
+    ) as ws:
+        got.append(json.loads(await ws.recv())["type"])
+        await ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "realtime", "output_modalities": ["text"], "api_key": KEY}}))
+        await ws.send(json.dumps({"type": "conversation.item.create", "event_id": "evt_c1", "item": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Which is larger?"}]}}))
+        if bad_event:
+            await ws.send(json.dumps({"type": "session.frobnicate", "event_id": "evt_bad"}))
+        await ws.send(json.dumps({"type": "response.create"}))
+        async for raw in ws:
+            got.append(json.loads(raw)["type"])
+            if got[-1] == "rate_limits.updated":
+                break
+    return got

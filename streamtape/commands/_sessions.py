@@ -1,7 +1,7 @@
-"""``show -i N`` for a WebSocket session: its messages, the close, and a Realtime session's text.
+"""WebSocket sessions in ``show -i N`` (messages, the close, a Realtime session's text) and ``diff A B``.
 
 Not a command (``cli`` registers only modules with ``commands``); ``show``
-hands a session here. Text output::
+and ``diff`` hand sessions here. ``show`` text output::
 
     GET http://api.test/v1/realtime?model=gpt-realtime HTTP/1.1
     HTTP/1.1 101 Switching Protocols  websocket  headers at 4.7 ms
@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import click
 
 from ..cassette import Interaction
+from ..diff.gates import Gate
+from ..diff.sessions_ws import diff_sessions, render_sessions_text, sessions_json
 from ..errors import OptionError
 from ..fmt import ms
 from ..shapes.realtime import SessionAnalysis, SessionEvent, analyze_session
@@ -159,3 +161,35 @@ def show_session(ix: Interaction, index: int, *, as_json: bool, events: bool, te
         lines = [*head_lines(ix, a), "", *message_lines(ix, a, with_data=events)]
     for line in lines:
         click.echo(line)
+
+
+def has_sessions(interactions: Sequence[Interaction]) -> bool:
+    return any(ix.websocket is not None for ix in interactions)
+
+
+def diff_sessions_command(
+    a: tuple[str, Sequence[Interaction], Sequence[str]],
+    b: tuple[str, Sequence[Interaction], Sequence[str]],
+    *,
+    gates: Sequence[Gate],
+    as_json: bool,
+    refused: dict[str, bool],
+) -> int:
+    """``diff A B`` when a side holds WebSocket sessions: every interaction on both sides must be
+    one; ``refused`` names the HTTP-only options given (each an error). Returns the exit status."""
+    given = [name for name, on in refused.items() if on]
+    if given:
+        raise OptionError(f"{', '.join(given)}: not for WebSocket sessions (they compare HTTP streams)")
+    for name, interactions, _ in (a, b):
+        http = [n for n, ix in enumerate(interactions) if ix.websocket is None]
+        if http:
+            raise OptionError(
+                f"{name}: holds WebSocket sessions and HTTP interactions (#{http[0]} is HTTP); "
+                "compare sessions with sessions: pick them with FILE#N"
+            )
+    result = diff_sessions(a[1], b[1], a[2], b[2], gates=gates)
+    if as_json:
+        click.echo(json.dumps(sessions_json(result), indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_sessions_text(result))
+    return result.exit_status

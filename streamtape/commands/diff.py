@@ -31,6 +31,7 @@ from ..diff.summary_render import render_summary_text, summary_json
 from ..errors import CassetteError, OptionError
 from ..shapes import SHAPES
 from ._common import warn
+from ._sessions import diff_sessions_command, has_sessions
 
 _INDEX_RE = re.compile(r"^(?P<path>.+)#(?P<index>[^#]*)$")
 
@@ -169,6 +170,12 @@ def diff_command(
     pairs; agree<95% fails when fewer pairs agree, and then pairs that differ
     no longer fail the run by themselves.
 
+    A and B holding WebSocket sessions compare the sessions: the server's event
+    types (a run of one type read as one), a Realtime session's text and
+    response statuses, the close, and timing (first server message, first text
+    delta after response.create, gaps between deltas, duration), which the same
+    per-pair gates read.
+
     Exit status: 0 when the meaning is the same, 1 when it differs, a pair is
     missing or a gate fails, 2 on bad input.
     """
@@ -192,6 +199,12 @@ def diff_command(
         if shadow is not None:
             raise OptionError("--shadow picks a shadow of one session cassette; give A alone")
         ob = load_operand(b)
+        if has_sessions(oa.interactions) or has_sessions(ob.interactions):  # commands._sessions
+            refused = {"--html": bool(html_path), "--ignore": bool(ignore), "--shape": bool(shape),
+                       "--pair": pair_index is not None, "-v": verbose, "summary gates": bool(summary_gates)}
+            status = diff_sessions_command((a, oa.interactions, oa.labels), (b, ob.interactions, ob.labels),
+                                           gates=gates, as_json=as_json, refused=refused)
+            click.get_current_context().exit(status)
         result = diff_many(
             oa.interactions,
             ob.interactions,

@@ -79,8 +79,13 @@ class RealtimeResponse:
     status: str | None = None
     """``response.done``'s status: completed, cancelled, incomplete, failed (None: never done)."""
     text: str = ""
-    deltas: int = 0
+    delta_ns: list[int] = field(default_factory=list)
+    """When each text delta came."""
     usage: object = None
+
+    @property
+    def deltas(self) -> int:
+        return len(self.delta_ns)
 
 
 @dataclass
@@ -196,7 +201,7 @@ def _assemble(a: SessionAnalysis) -> None:
             r = response(str(rid) if rid is not None else (a.responses[-1].id if a.responses else "#0"))
             if isinstance(delta, str):
                 r.text += delta
-                r.deltas += 1
+                r.delta_ns.append(e.at_ns)
                 if r.first_text_ns is None:
                     r.first_text_ns = e.at_ns
 
