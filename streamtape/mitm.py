@@ -415,7 +415,10 @@ class RecordAddon(FailLoudly):
             started_at=r.timestamp_start,
         )
         # Shadows: the request is queued for the sender's thread; the flow gets its pair labels.
-        labels = self.shadow.request(flow.id, request) if self.shadow is not None else None
+        # A WebSocket upgrade is not mirrored: a shadow sender speaks HTTP request/response.
+        labels = None
+        if self.shadow is not None and not is_upgrade_request(r):
+            labels = self.shadow.request(flow.id, request)
         self.recorder.begin(flow.id, request, t0, labels)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:

@@ -46,6 +46,7 @@ from streamtape.record import Begun, Redaction
 from streamtape.record_ws import SessionRecorder
 from tests.builders import MS, chat_ix, wait_until
 from tests.recording import recording, start_listening
+from tests.servers import ScriptedServer
 from tests.ws_upstream import (
     FIRST_TOKEN_GAP,
     KEY,
@@ -265,6 +266,18 @@ async def test_a_credential_in_a_client_message_is_warned_about_once_naming_the_
         await asyncio.to_thread(rec.stop)
     assert rec.stderr.count("session.client_secret looks like a credential") == 1
     assert "--redact-field client_secret" in rec.stderr
+
+
+@pytest.mark.slow
+async def test_record_shadow_leaves_a_websocket_session_unmirrored_and_unpaired(tmp_path: Path) -> None:
+    out = tmp_path / "shadow.tape"
+    with realtime_upstream() as up, ScriptedServer({}) as shadow, \
+            recording(out, "--shadow", shadow.url, upstream=up.url) as rec:
+        got = await realtime_turn(rec.url)
+        await asyncio.to_thread(rec.wait_lines, 1)
+    (ix,) = load(out)
+    assert ix.websocket is not None and types(ix.messages, Direction.SERVER) == got
+    assert shadow.received == [] and ix.labels == {}  # a shadow sender speaks HTTP, not sessions
 
 
 # -- the cassette format -----------------------------------------------------------
