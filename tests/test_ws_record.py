@@ -269,6 +269,23 @@ async def test_a_credential_in_a_client_message_is_warned_about_once_naming_the_
 
 
 @pytest.mark.slow
+async def test_a_fragmented_message_is_recorded_whole_as_mitmproxy_hands_it_over(tmp_path: Path) -> None:
+    """mitmproxy reassembles a message before its hook and keeps its frame sizes to itself
+    (it forwards the message in the same frames): the recording has the whole message and no
+    frame sizes, never a part."""
+    out = tmp_path / "frag.tape"
+    with realtime_upstream() as up, recording(out, upstream=up.url) as rec:
+        ws = await connect(rec.url.replace("http://", "ws://") + "/v1/realtime?model=m&fragment=7", proxy=None)
+        first = await ws.recv()
+        await ws.close()
+        await asyncio.to_thread(rec.wait_lines, 1)
+    (ix,) = load(out)
+    assert len(first) > 100 and json.loads(first)["type"] == "session.created"
+    (m,) = ix.messages
+    assert m.data == first.encode() and m.fragments == () and m.text
+
+
+@pytest.mark.slow
 async def test_record_shadow_leaves_a_websocket_session_unmirrored_and_unpaired(tmp_path: Path) -> None:
     out = tmp_path / "shadow.tape"
     with realtime_upstream() as up, ScriptedServer({}) as shadow, \

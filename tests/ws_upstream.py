@@ -18,7 +18,8 @@ connection:
 - anything else -> an ``error`` event echoing the client's ``event_id`` (errors
   do not close the socket).
 
-``?reject=401`` refuses the upgrade with a 401 and a JSON error body, as the
+``?fragment=N`` sends every message in frames of N characters (a first
+frame and continuation frames). ``?reject=401`` refuses the upgrade with a 401 and a JSON error body, as the
 API does for a bad key. A fault can cut a response after its N-th delta (query ``?fault=...&after=N``):
 ``close:CODE`` (a close frame with that code), ``drop`` (the TCP connection
 closed without a close frame). Every message the server sends is logged
@@ -107,11 +108,17 @@ class RealtimeUpstream:
         beta = s.headers.get("openai-beta") == "realtime=v1"
         n = {"event": 0}
 
+        fragment = int(q.get("fragment", ["0"])[0])
+
         def send(event: dict[str, object]) -> None:
             n["event"] += 1
             event = {"type": event.pop("type"), "event_id": f"event_{n['event']:03d}", **event}
             s.sent.append(Sent(time.monotonic(), str(event["type"])))
-            conn.send(json.dumps(event, separators=(",", ":")))
+            text = json.dumps(event, separators=(",", ":"))
+            if fragment:  # one message in continuation frames of ``fragment`` characters
+                conn.send(iter([text[i : i + fragment] for i in range(0, len(text), fragment)]))
+            else:
+                conn.send(text)
 
         time.sleep(SESSION_GAP)
         send({"type": "session.created", "session": {"type": "realtime", "object": "realtime.session",
