@@ -57,6 +57,9 @@ from streamtape.profiles.messages import SessionStepKind, schedule_session
 from streamtape.serve import ReplayServer
 from streamtape.serve.websocket import encode_message
 from tests.builders import MS, chat_ix
+from tests.recording import recording
+from tests.ws_upstream import WORDS as UPSTREAM_WORDS
+from tests.ws_upstream import realtime_upstream
 
 pytest_plugins = ["pytester"]
 
@@ -803,3 +806,29 @@ async def test_the_realtime_client_raises_an_openai_error_when_a_session_is_cut(
     async with ReplayServer(tape, profile=f"instant;fault={fault}") as server:
         with pytest.raises(openai.OpenAIError):
             await realtime_answer(server.ws_url)
+
+
+# --------------------------------------------------------------------------
+# A session recorded through `streamtape record`, replayed
+
+
+@pytest.mark.slow
+@pytest.mark.httpx2
+async def test_a_session_recorded_through_streamtape_record_replays_into_the_same_client(tmp_path: Path) -> None:
+    """The openai SDK talks to the Realtime upstream of tests/ws_upstream.py through
+    ``streamtape record``; the cassette then answers the same code from ``streamtape``'s
+    replay server, faithfully and under a message profile, with what the upstream said."""
+    out = tmp_path / "recorded.tape"
+    with realtime_upstream() as up, recording(out, upstream=up.url) as rec:
+        live = await realtime_answer(rec.url.replace("http://", "ws://"))
+        await asyncio.to_thread(rec.wait_lines, 1)
+    (ix,) = load(out)
+    assert ix.websocket is not None and live[1] == "".join(UPSTREAM_WORDS)
+    recorded = [s.type for s in up.sessions[0].sent]
+    assert live[0] == recorded[: recorded.index("response.done") + 1]
+    for profile in ("faithful", "instant;chunk=fragment:7;latency=jitter:5"):
+        log: list[str] = []
+        async with ReplayServer(out, profile=profile, log=log.append) as server:
+            replayed = await realtime_answer(server.ws_url)
+        assert replayed == live, profile
+        assert "outcome=mismatch" not in _served(log)
