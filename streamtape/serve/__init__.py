@@ -16,6 +16,12 @@ Layers, from the inside out:
   from the moment the request was received. Faults act on the socket:
   ``cut`` closes without the terminating chunk, ``reset`` aborts with a TCP
   RST (``SO_LINGER`` 0), a stall is simply a long gap with nothing written.
+* :mod:`.websocket`: when the matched recording is a WebSocket session, the
+  server hands the upgraded connection to a :class:`~.websocket.SessionPlayer`
+  (wsproto for the handshake and the client's frames): each server message
+  is timed from the client message that preceded it in the recording, and
+  every client message is compared with the recorded one
+  (:mod:`.client_messages`; a difference closes with 1008).
 
 Special requests:
 

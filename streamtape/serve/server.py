@@ -169,7 +169,8 @@ def _error_response(status: int, message: str, type_: ErrorType, *, keep_alive: 
 
 
 class ReplayServer:
-    """Serve recorded interactions over HTTP/1.1 on ``host:port`` (port 0: any free port).
+    """Serve recorded interactions over HTTP/1.1 on ``host:port`` (port 0: any free port),
+    and recorded WebSocket sessions to an upgrade on the same port (:attr:`ws_url`).
 
     ``source`` is a :class:`~streamtape.match.Matcher`, or interactions /
     cassettes / paths from which one is built with ``ignore_fields``,
