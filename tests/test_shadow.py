@@ -229,10 +229,11 @@ def test_shadows_cost_the_client_no_time_beyond_the_recorder(session: Session) -
         gaps_d = [b - a for a, b in itertools.pairwise(td)]
         gaps_p = [b - a for a, b in itertools.pairwise(tp)]
         gap_diffs.extend(abs(y - x) for x, y in zip(gaps_d[1:], gaps_p[1:], strict=True))
-        assert (p.ended - p.started) - (d.ended - d.started) < 100_000_000
+        # Waiting for the slow shadow would cost 300 ms before the first event and 750 ms in all.
+        assert (p.ended - p.started) - (d.ended - d.started) < 200_000_000
     assert max(first) < 100_000_000, first
     assert median(gap_diffs) < 2_000_000, sorted(gap_diffs)
-    assert max(gap_diffs) < 40_000_000, sorted(gap_diffs)
+    assert max(gap_diffs) < 100_000_000, sorted(gap_diffs)
 
 
 @pytest.mark.slow
@@ -277,8 +278,9 @@ def test_each_shadow_is_recorded_with_its_own_timing(session: Session) -> None:
         assert slow.first_byte_ns - primary.first_byte_ns > 200_000_000  # 300 ms before its first byte
         gaps = [b.at_ns - a.at_ns for a, b in zip(slow.pieces[1:], slow.pieces[2:], strict=False)]
         assert median(gaps) > 1.5 * GAP * 1e9  # twice the primary's spacing
-        assert word.duration_ns is not None and primary.duration_ns is not None
-        assert abs(word.duration_ns - primary.duration_ns) < 150_000_000
+        assert slow.duration_ns is not None and primary.duration_ns is not None
+        assert slow.duration_ns - primary.duration_ns > 500_000_000  # 0.3 s + 15 gaps of 60 ms, against 15 of 30
+        assert word.outcome == "complete" and len(word.pieces) == len(chat_events(CHANGED))
 
 
 @pytest.mark.slow
