@@ -22,6 +22,11 @@ Where each part lives:
 - :mod:`.cells`: how a figure or value reads, shared by every renderer.
 - :mod:`.render_text` (the one module that uses click), :mod:`.render_json`,
   :mod:`.html`: the three outputs, which read the model and nothing else.
+- :mod:`.session`: a ``record --shadow`` session paired by pair id;
+  :mod:`.summary` (agreement, reasons, timing spread over many pairs),
+  :mod:`.summary_gates` (``agree<95%``, ``ttft_p95>1.5x``), and their outputs
+  :mod:`.summary_render` (text, JSON) and :mod:`.summary_html` (the page's head
+  and plots).
 
 Both sides go through :func:`streamtape.shapes.analyze` and
 :func:`streamtape.stats.compute`, so an OpenAI-compatible stream compares with
