@@ -20,7 +20,7 @@ Where each part lives:
   :func:`compare` for two interactions and :func:`diff_many` for two cassettes.
 - :mod:`.gates`: ``--fail-on`` gates (:func:`parse_gate`, :class:`Gate`).
 - :mod:`.cells`: how a figure or value reads, shared by every renderer.
-- :mod:`.render_text` (the one module that uses click), :mod:`.render_json`,
+- :mod:`.render_text` (click's styles; :mod:`.summary_render` too), :mod:`.render_json`,
   :mod:`.html`: the three outputs, which read the model and nothing else.
 - :mod:`.session`: a ``record --shadow`` session paired by pair id;
   :mod:`.summary` (agreement, reasons, timing spread over many pairs),
