@@ -28,9 +28,9 @@ The table comes from one of two places:
   enough for a scan to take noticeable time get one; smaller ones stay
   readable by older readers.
 - a **scan**: one pass over the file with msgpack's ``Unpacker.skip()``, which
-  walks a record without building it. Data and message records are recognised
-  from their first bytes (``0x95 "d" id`` / ``0x96|0x97 "m" id``) and skipped
-  whole; begin and end records are decoded, checked and dropped.
+  walks a record without building it. Records are recognised from their
+  first bytes (``0x95 "d" id``, ``0x96|0x97 "m" id``, and a map starting
+  ``"t": "begin"|"end", "id": id``); anything else is decoded to be known.
 
 Hostile and damaged files: the reader never trusts a length field. A record is
 decoded only once ``skip()`` has found its end in the bytes actually present,
@@ -94,6 +94,13 @@ class Kind(IntEnum):
     END = 4
 
 
+_KIND_VALUES = frozenset(int(k) for k in Kind)
+
+DIGEST_VERSION = 1
+"""The version of :func:`streamtape.match_index.request_digest` an index's digests were
+made with; digests of another version are ignored (a reader recomputes them)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RecordTable:
     """Each interaction's records, in begin order, as machine arrays.
@@ -101,6 +108,9 @@ class RecordTable:
     Interaction ``i`` (id ``ids[i]``) owns records ``starts[i]`` to
     ``starts[i + 1]`` of ``offsets`` / ``lengths`` / ``kinds``: its begin first,
     then its data and message records in file order, then its end if written.
+    ``digests[i]``, when the writer left them, is a digest of interaction ``i``'s
+    request as matching sees it (:mod:`streamtape.match_index`), so a replay
+    server can find candidates without reading every request.
     """
 
     ids: array[int]
@@ -108,6 +118,7 @@ class RecordTable:
     offsets: array[int]
     lengths: array[int]
     kinds: bytes
+    digests: array[int] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -123,12 +134,22 @@ class RecordTable:
 
 
 class TableBuilder:
-    """Collects records as they are found or written, grouped by interaction id."""
+    """Collects records as they are found or written, grouped by interaction id.
 
-    __slots__ = ("_by_id",)
+    Each interaction's records are (offset, length, kind) triplets in one
+    array: one append per record, on the writer's hot path.
+    """
+
+    __slots__ = ("_by_id", "_digests")
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[array[int], array[int], bytearray]] = {}
+        self._by_id: dict[int, array[int]] = {}
+        self._digests: dict[int, int] | None = {}
+
+    def digest(self, rid: int, value: int) -> None:
+        """The request digest of interaction ``rid`` (every interaction needs one, or none are kept)."""
+        if self._digests is not None:
+            self._digests[rid] = value
 
     def __contains__(self, rid: int) -> bool:
         return rid in self._by_id
@@ -138,38 +159,44 @@ class TableBuilder:
         return self._by_id.keys()
 
     def begin(self, rid: int, offset: int, length: int) -> None:
-        self._by_id[rid] = (array("Q", (offset,)), array("Q", (length,)), bytearray((Kind.BEGIN,)))
+        self._by_id[rid] = array("Q", (offset, length, Kind.BEGIN))
 
     def add(self, rid: int, offset: int, length: int, kind: Kind) -> bool:
         """Note a record of a begun interaction; False when ``rid`` never began."""
         entry = self._by_id.get(rid)
         if entry is None:
             return False
-        entry[0].append(offset)
-        entry[1].append(length)
-        entry[2].append(kind)
+        entry.extend((offset, length, kind))
         return True
 
     @classmethod
     def of(cls, table: RecordTable) -> TableBuilder:
         b = cls()
         for i, rid in enumerate(table.ids):
-            lo, hi = table.starts[i], table.starts[i + 1]
-            b._by_id[rid] = (table.offsets[lo:hi], table.lengths[lo:hi], bytearray(table.kinds[lo:hi]))
+            entry: array[int] = array("Q")
+            for k in range(table.starts[i], table.starts[i + 1]):
+                entry.extend((table.offsets[k], table.lengths[k], table.kinds[k]))
+            b._by_id[rid] = entry
+        b._digests = dict(zip(table.ids, table.digests, strict=True)) if table.digests is not None else None
         return b
 
     def table(self) -> RecordTable:
         ids: array[int] = array("q", self._by_id.keys())
         starts: array[int] = array("Q", (0,))
         offsets: array[int] = array("Q")
-        lengths: array[int] = array("Q")
+        lengths: array[int] = array("Q")  # written as uint32 in the index record
         kinds = bytearray()
-        for offs, lens, ks in self._by_id.values():
-            offsets.extend(offs)
-            lengths.extend(lens)
-            kinds.extend(ks)
+        for entry in self._by_id.values():
+            offsets.extend(entry[0::3])
+            lengths.extend(entry[1::3])
+            kinds.extend(entry[2::3].tolist())
             starts.append(len(offsets))
-        return RecordTable(ids, starts, offsets, lengths, bytes(kinds))
+        digests = None
+        if self._digests is not None and len(self._digests) == len(ids):
+            got = self._digests
+            if all(rid in got for rid in ids):
+                digests = array("Q", (got[rid] for rid in ids))
+        return RecordTable(ids, starts, offsets, lengths, bytes(kinds), digests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,16 +258,27 @@ def _int_at(buf: bytes | memoryview, i: int) -> tuple[int, int] | None:
 
 
 _ARRAY_TAGS = {b"\x95\xa1d": Kind.DATA, b"\x96\xa1m": Kind.MESSAGES, b"\x97\xa1m": Kind.MESSAGES}
+# A writer's begin and end maps start with "t" and then "id" (dicts keep their order).
+_MAP_TAGS = {b"\xa1t\xa5begin\xa2id": Kind.BEGIN, b"\xa1t\xa3end\xa2id": Kind.END}
 
 
 def peek_kind(head: bytes | memoryview) -> tuple[Kind, int] | str | None:
-    """Recognise a data or message record from its first bytes: (kind, id); ``"index"``
-    for an index record; None for anything that has to be decoded to be known."""
+    """Recognise a record from its first bytes: (kind, id); ``"index"`` for an index
+    record; None for anything that has to be decoded to be known (a map whose first
+    keys are not ``t`` and ``id``, a foreign record, damage)."""
+    if not len(head):
+        return None
+    if 0x80 <= head[0] <= 0x8F:
+        for prefix, kind in _MAP_TAGS.items():
+            if bytes(head[1 : 1 + len(prefix)]) == prefix:
+                got = _int_at(head, 1 + len(prefix))
+                return (kind, got[0]) if got is not None else None
+        return None
     tag = bytes(head[:3])
-    kind = _ARRAY_TAGS.get(tag)
-    if kind is not None:
+    array_kind = _ARRAY_TAGS.get(tag)
+    if array_kind is not None:
         got = _int_at(head, 3)
-        return (kind, got[0]) if got is not None else None
+        return (array_kind, got[0]) if got is not None else None
     if tag == _INDEX_HEAD:
         return "index"
     return None
@@ -271,17 +309,17 @@ def _from_le(typecode: str, data: Any) -> array[int]:
 
 def index_record(table: RecordTable, start: int) -> bytes:
     """The index record for ``table``, to be written at byte ``start`` (ending the file)."""
-    body: bytes = msgpack.packb(
-        {
-            "v": 1,
-            "ids": _le(table.ids),
-            "starts": _le(table.starts),
-            "offsets": _le(table.offsets),
-            "lengths": _le(array("I", table.lengths)),
-            "kinds": table.kinds,
-        },
-        use_bin_type=True,
-    )
+    fields: dict[str, Any] = {
+        "v": 1,
+        "ids": _le(table.ids),
+        "starts": _le(table.starts),
+        "offsets": _le(table.offsets),
+        "lengths": _le(array("I", table.lengths)),
+        "kinds": table.kinds,
+    }
+    if table.digests is not None:
+        fields["digests"] = {"v": DIGEST_VERSION, "values": _le(table.digests)}
+    body: bytes = msgpack.packb(fields, use_bin_type=True)
     head = _INDEX_HEAD + body + b"\xcf" + start.to_bytes(8, "big")
     return head + b"\xce" + zlib.crc32(head).to_bytes(4, "big")
 
@@ -314,26 +352,37 @@ def read_index(f: BinaryIO, size: int, header_end: int) -> tuple[RecordTable, in
         ids = _from_le("q", body["ids"])
         starts = _from_le("Q", body["starts"])
         offsets = _from_le("Q", body["offsets"])
-        lengths = array("Q", _from_le("I", body["lengths"]))
+        lengths = _from_le("I", body["lengths"])
         kinds = body["kinds"]
         if not isinstance(kinds, bytes):
             return None
     except (ValueError, KeyError, TypeError):
         return None
+    # The CRC rules out damage; these rule out a writer's mistake cheaply. A record's
+    # bytes are checked again when it is read (its id must be the interaction's).
     n = len(ids)
     if len(starts) != n + 1 or starts[0] != 0 or starts[-1] != len(offsets):
         return None
     if len(lengths) != len(offsets) or len(kinds) != len(offsets):
         return None
-    if any(map(operator.gt, starts[:-1], starts[1:])) or any(starts[i] == starts[i + 1] for i in range(n)):
+    if any(map(operator.ge, starts[:-1], starts[1:])):  # every interaction has a record
         return None
-    if offsets and (min(offsets) < header_end or max(map(operator.add, offsets, lengths)) > start):
+    if offsets and (min(offsets) < header_end or max(offsets) >= start):
         return None
-    if not set(kinds) <= {int(k) for k in Kind} or any(kinds[starts[i]] != Kind.BEGIN for i in range(n)):
+    if not set(kinds) <= _KIND_VALUES or set(map(kinds.__getitem__, starts[:-1])) - {Kind.BEGIN}:
         return None
     if len(set(ids)) != n:
         return None
-    return RecordTable(ids, starts, offsets, lengths, kinds), start
+    digests = body.get("digests")
+    digest_arr = None
+    if isinstance(digests, dict) and digests.get("v") == DIGEST_VERSION:
+        try:
+            digest_arr = _from_le("Q", digests.get("values"))
+        except ValueError:
+            digest_arr = None
+        if digest_arr is not None and len(digest_arr) != n:
+            digest_arr = None
+    return RecordTable(ids, starts, offsets, lengths, kinds, digest_arr), start
 
 
 # --------------------------------------------------------------------------
@@ -395,8 +444,6 @@ def _read_header(w: _Window, path: Path) -> tuple[Any, int]:
 
 CheckHeader = Callable[[Any], dict[str, Any]]
 """Returns the header if this streamtape reads it, else raises CassetteError."""
-CheckRecord = Callable[[Kind, dict[str, Any]], None]
-"""Raises ValueError, KeyError or TypeError for a begin or end record that does not hold up."""
 
 
 def scan(
@@ -404,15 +451,16 @@ def scan(
     f: BinaryIO,
     size: int,
     check_header: CheckHeader,
-    check_record: CheckRecord,
     *,
     use_index: bool = True,
 ) -> Layout:
     """Find every record of the open cassette ``f`` (``size`` bytes).
 
     The index record is used when it ends the file and checks out, else the
-    file is read once, record by record. Raises CassetteError for a file that
-    is not a cassette or is corrupt before its last record.
+    file is read once, record by record, checking its structure (every record
+    whole msgpack, ids that begin once and end once, nothing after an end),
+    not the records' fields. Raises CassetteError for a file that is not a
+    cassette or is corrupt before its last record.
     """
     w = _Window(f, size)
     header, header_end = _read_header(w, path)
@@ -423,27 +471,42 @@ def scan(
             table, start = found
             return Layout(header, table, size, size, True, start)
         f.seek(w.fed)
-    return _scan_records(path, w, header, header_end, check_record)
+    return _scan_records(path, w, header, header_end)
 
 
-def _scan_records(
-    path: Path, w: _Window, header: dict[str, Any], pos: int, check_record: CheckRecord
-) -> Layout:
+def _scan_records(path: Path, w: _Window, header: dict[str, Any], pos: int) -> Layout:
+    """One pass over the records after the header. The loop body runs once per record
+    of a file that may hold millions: data records take the short path (a tag check,
+    ``skip()``, one array append)."""
     b = TableBuilder()
+    by_id = b._by_id
     ended: set[int] = set()
     up = w.unpacker
     n = 0
     index_start: int | None = None
     size = w.size
+    data_tag = b"\x95\xa1d"
 
     def corrupt(detail: str) -> CassetteError:
         return CassetteError(f"{path}: corrupt cassette: record {n} at byte {pos}: {detail}")
 
     while pos < size:
         n += 1
-        while w.fed < min(pos + 16, size) and w.more(pos):
-            pass
-        peeked = peek_kind(w.bytes_at(pos, min(pos + 16, w.fed)))
+        if w.fed - pos < 16:
+            while w.fed < min(pos + 16, size) and w.more(pos):
+                pass
+        buf, i = w.buf, pos - w.buf_start
+        peeked: tuple[Kind, int] | str | None = None
+        if buf.startswith(data_tag, i) and i + 8 <= len(buf):  # the usual case, ids inline
+            c = buf[i + 3]
+            if c < 0x80:
+                peeked = (Kind.DATA, c)
+            elif c == 0xCD:
+                peeked = (Kind.DATA, buf[i + 4] << 8 | buf[i + 5])
+            elif c == 0xCE:
+                peeked = (Kind.DATA, int.from_bytes(buf[i + 4 : i + 8], "big"))
+        if peeked is None:
+            peeked = peek_kind(memoryview(buf)[i : i + 16])
         try:
             while True:
                 try:
@@ -465,17 +528,20 @@ def _scan_records(
         index_start = None
         if isinstance(peeked, tuple):
             kind, rid = peeked
+            if kind == Kind.DATA:
+                entry = by_id.get(rid)
+                if entry is None or rid in ended:
+                    raise corrupt(f"unknown interaction id {rid}" if entry is None
+                                  else f"interaction id {rid} has records after its end")
+                entry.extend((pos, end - pos, Kind.DATA))
+                pos = end
+                continue
         else:
             try:
                 rec = decode_record(w.bytes_at(pos, end))
             except ValueError as e:
                 raise corrupt(str(e)) from None
             kind, rid = _classify(rec, corrupt)
-            if kind in (Kind.BEGIN, Kind.END):
-                try:
-                    check_record(kind, rec)
-                except (KeyError, TypeError, ValueError, AttributeError) as e:
-                    raise corrupt(f"missing field {e}" if isinstance(e, KeyError) else str(e)) from None
         if kind == Kind.BEGIN:
             if rid in b:
                 raise corrupt(f"interaction id {rid} begins twice")

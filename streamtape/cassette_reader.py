@@ -11,12 +11,12 @@ body pieces (:class:`FilePieces`) are read when first used, kept compact
 (:data:`PIECE_CACHE_BYTES`), so a replay server holds the heads it matches on
 and the bodies it is playing, not the whole file.
 
-What is checked when: :func:`load` checks the header and the order of the
-records (every record is whole msgpack, ids begin once and end once, nothing
-follows an end) and, when it has to scan, every begin and end record's
-fields. A data or message record's contents are checked when they are read
-(``cas[i].pieces``): a corrupt one raises :class:`~streamtape.errors.CassetteError`
-then, naming the file and the byte. Nothing a file says can make the reader
+What is checked when: :func:`load` checks the header and, when it has to
+scan, the structure of the records (every record whole msgpack, ids that
+begin once and end once, nothing after an end). A record's fields are checked
+when it is read: ``cas[i]`` checks interaction ``i``'s begin and end records,
+its pieces are checked when first used; a corrupt one raises
+:class:`~streamtape.errors.CassetteError` then, naming the file and the byte. Nothing a file says can make the reader
 allocate more than the bytes actually present (see :mod:`streamtape.cassette_index`).
 
 A loaded cassette reads its file again later, so the file must not change
@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from .cassette import (
     FORMAT_NAME,
@@ -68,17 +68,32 @@ INTERRUPTED_ERROR = "the recording stopped before this response ended"
 # --------------------------------------------------------------------------
 # Strict field decoding: a record's values are checked for type before use,
 # so a flipped byte gives a CassetteError, never bytes(2**40) or a str where
-# an offset belongs.
+# an offset belongs. This runs once per interaction a replay server loads, so
+# it checks types with ``type(x) is``, looks enum members up in dicts, and
+# fills the frozen dataclasses' fields directly (their ``__init__`` sets each
+# field through ``object.__setattr__``, and Response's converts its framing).
+
+_T = TypeVar("_T")
+_FRAMINGS: dict[str, Framing] = {f.value: f for f in Framing}
+_OUTCOMES: dict[str, Outcome] = {o.value: o for o in OUTCOMES}
+_DIRECTIONS: dict[str, Direction] = {d.value: d for d in Direction}
+
+
+def _new(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """An instance of a frozen (dict-backed) dataclass with ``fields`` already checked."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
 
 
 def _str(v: Any, what: str) -> str:
-    if not isinstance(v, str):
+    if type(v) is not str:
         raise ValueError(f"{what} is not text")
     return v
 
 
 def _int(v: Any, what: str) -> int:
-    if not isinstance(v, int) or isinstance(v, bool):
+    if type(v) is not int:
         raise ValueError(f"{what} is not an integer")
     return v
 
@@ -88,73 +103,61 @@ def _opt_int(v: Any, what: str) -> int | None:
 
 
 def _bytes(v: Any, what: str) -> bytes:
-    if not isinstance(v, bytes):
+    if type(v) is not bytes:
         raise ValueError(f"{what} is not binary")
     return v
 
 
 def _headers(raw: Any, what: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(raw, list):
+    if type(raw) is not list:
         raise ValueError(f"{what} headers are not a list")
     out = []
     for h in raw:
-        if not (isinstance(h, list) and len(h) == 2 and isinstance(h[0], str) and isinstance(h[1], str)):
+        if type(h) is not list or len(h) != 2 or type(h[0]) is not str or type(h[1]) is not str:
             raise ValueError(f"{what} headers hold something other than name/value text pairs")
         out.append((h[0], h[1]))
     return tuple(out)
 
 
 def _request(d: Any) -> Request:
-    if not isinstance(d, dict):
+    if type(d) is not dict:
         raise ValueError("request is not a map")
     started = d["started_at"]
-    if not isinstance(started, int | float) or isinstance(started, bool):
+    if type(started) is not float and type(started) is not int:
         raise ValueError("request start time is not a number")
-    return Request(
-        method=_str(d["method"], "request method"),
-        url=_str(d["url"], "request URL"),
-        http_version=_str(d["http_version"], "request HTTP version"),
-        headers=_headers(d["headers"], "request"),
-        body=_bytes(d["body"], "request body"),
-        started_at=float(started),
-    )
+    return _new(Request, {
+        "method": _str(d["method"], "request method"),
+        "url": _str(d["url"], "request URL"),
+        "http_version": _str(d["http_version"], "request HTTP version"),
+        "headers": _headers(d["headers"], "request"),
+        "body": _bytes(d["body"], "request body"),
+        "started_at": float(started),
+    })
 
 
-@dataclass(frozen=True, slots=True)
-class _Head:
-    """A response head as its begin record stores it (pieces come later)."""
-
-    status: int
-    reason: str
-    http_version: str
-    headers: tuple[tuple[str, str], ...]
-    framing: Framing
-    headers_at_ns: int
-
-    def response(self, pieces: PieceSequence | tuple[Piece, ...]) -> Response:
-        return Response(self.status, self.reason, self.http_version, self.headers, self.framing,
-                        pieces, self.headers_at_ns)
-
-
-def _head(d: Any) -> _Head | None:
+def _head(d: Any) -> dict[str, Any] | None:
+    """A response head's fields as its begin record stores them (pieces come later)."""
     if d is None:
         return None
-    if not isinstance(d, dict):
+    if type(d) is not dict:
         raise ValueError("response head is not a map")
-    return _Head(
-        _int(d["status"], "response status"),
-        _str(d["reason"], "response reason"),
-        _str(d["http_version"], "response HTTP version"),
-        _headers(d["headers"], "response"),
-        Framing(_str(d["framing"], "response framing")),
-        _int(d["headers_at_ns"], "response headers offset"),
-    )
+    framing = _FRAMINGS.get(d["framing"])
+    if framing is None:
+        raise ValueError(f"unknown framing {d['framing']!r}")
+    return {
+        "status": _int(d["status"], "response status"),
+        "reason": _str(d["reason"], "response reason"),
+        "http_version": _str(d["http_version"], "response HTTP version"),
+        "headers": _headers(d["headers"], "response"),
+        "framing": framing,
+        "headers_at_ns": _int(d["headers_at_ns"], "response headers offset"),
+    }
 
 
 def _setup(d: Any) -> Setup | None:
     if d is None:
         return None
-    if not isinstance(d, dict):
+    if type(d) is not dict:
         raise ValueError("setup is not a map")
     return Setup(
         wait_ns=_int(d["wait_ns"], "setup wait"),
@@ -167,22 +170,22 @@ def _setup(d: Any) -> Setup | None:
 @dataclass(frozen=True, slots=True)
 class _Begin:
     request: Request
-    head: _Head | None
+    head: dict[str, Any] | None
     labels: dict[str, str]
     setup: Setup | None
     websocket: bool
 
 
 def _begin(rec: Any) -> _Begin:
-    if not isinstance(rec, dict):
+    if type(rec) is not dict:
         raise ValueError("begin record is not a map")
     labels = rec.get("labels") or {}
-    if not isinstance(labels, dict):
+    if type(labels) is not dict:
         raise ValueError("labels are not a map")
     return _Begin(
         _request(rec["request"]),
         _head(rec["response"]),
-        {str(k): str(v) for k, v in labels.items()},
+        {str(k): str(v) for k, v in labels.items()} if labels else {},
         _setup(rec.get("setup")),
         bool(rec.get("websocket")),
     )
@@ -197,32 +200,41 @@ class _End:
 
 
 def _end(rec: Any) -> _End:
-    if not isinstance(rec, dict):
+    if type(rec) is not dict:
         raise ValueError("end record is not a map")
-    outcome = rec["outcome"]
-    if outcome not in OUTCOMES:
-        raise ValueError(f"unknown outcome {outcome!r}")
+    outcome = _OUTCOMES.get(rec["outcome"])
+    if outcome is None:
+        raise ValueError(f"unknown outcome {rec['outcome']!r}")
     error = rec["error"]
-    if error is not None and not isinstance(error, str):
+    if error is not None and type(error) is not str:
         raise ValueError("error is not text")
     close = rec.get("websocket")
+    close_t: tuple[int | None, str, Direction | None] | None = None
     if close is not None:
-        if not isinstance(close, dict):
+        if type(close) is not dict:
             raise ValueError("websocket close is not a map")
-        code, by = close.get("code"), close.get("by")
-        close_t = (_opt_int(code, "close code"), str(close.get("reason") or ""),
-                   None if by is None else Direction(by))
+        by = close.get("by")
+        direction = None if by is None else _DIRECTIONS.get(by)
+        if by is not None and direction is None:
+            raise ValueError(f"unknown close direction {by!r}")
+        close_t = (_opt_int(close.get("code"), "close code"), str(close.get("reason") or ""), direction)
+    return _End(outcome, error, _opt_int(rec["end_ns"], "end offset"), close_t)
+
+
+def _interaction(begin: _Begin, end: _End | None, pieces: Sequence[Piece],
+                 session: WebSocketSession | None) -> Interaction:
+    response = None
+    if begin.head is not None:
+        response = _new(Response, {**begin.head, "pieces": pieces})
+    error: str | None
+    if end is None:
+        outcome, error, end_ns = Outcome.INTERRUPTED, INTERRUPTED_ERROR, None
     else:
-        close_t = None
-    return _End(Outcome(outcome), error, _opt_int(rec["end_ns"], "end offset"), close_t)
-
-
-def _check_record(kind: Kind, rec: dict[str, Any]) -> None:
-    """Everything a begin or end record holds, checked (the scan calls this)."""
-    if kind == Kind.BEGIN:
-        _begin(rec)
-    elif kind == Kind.END:
-        _end(rec)
+        outcome, error, end_ns = end.outcome, end.error, end.end_ns
+    return _new(Interaction, {
+        "request": begin.request, "response": response, "outcome": outcome, "error": error,
+        "end_ns": end_ns, "labels": begin.labels, "setup": begin.setup, "websocket": session,
+    })
 
 
 def _check_header(path: Path, header: Any) -> dict[str, Any]:
@@ -387,15 +399,22 @@ class CassetteFile:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             raise self._corrupt(off, detail) from None
-        has_data = any(t.kinds[k] == Kind.DATA for k in range(lo + 1, hi))
-        response = None
-        if begin.head is not None:
-            response = begin.head.response(FilePieces(self, i) if has_data else ())
-        if end is None:
-            return Interaction(begin.request, response, Outcome.INTERRUPTED, INTERRUPTED_ERROR, None,
-                               begin.labels, begin.setup, session)
-        return Interaction(begin.request, response, end.outcome, end.error, end.end_ns,
-                           begin.labels, begin.setup, session)
+        has_data = Kind.DATA in t.kinds[lo + 1 : hi]
+        return _interaction(begin, end, FilePieces(self, i) if has_data else (), session)
+
+    def request(self, i: int) -> Request:
+        """Interaction ``i``'s request alone (its begin record read, nothing else built)."""
+        t = self.table
+        lo = t.starts[i]
+        off = t.offsets[lo]
+        (blob,) = self._read([(off, t.lengths[lo])])
+        rec = self._decode(off, blob, t.ids[i])
+        try:
+            if type(rec) is not dict:
+                raise ValueError("begin record is not a map")
+            return _request(rec["request"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise self._corrupt(off, f"missing field {e}" if isinstance(e, KeyError) else str(e)) from None
 
     def pieces(self, i: int) -> Pieces:
         """Interaction ``i``'s body pieces, from the cache or read now."""
@@ -553,8 +572,7 @@ def open_layout(path: Path, *, use_index: bool = True) -> tuple[Layout, _Identit
             raise CassetteError(f"{path}: empty file, not a streamtape cassette")
         f = os.fdopen(os.dup(fd), "rb", buffering=0)
         try:
-            layout = scan(path, f, st.st_size, lambda h: _check_header(path, h), _check_record,
-                          use_index=use_index)
+            layout = scan(path, f, st.st_size, lambda h: _check_header(path, h), use_index=use_index)
         except OSError as e:
             raise CassetteError(f"{path}: cannot read: {e.strerror or e}") from None
         finally:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -297,7 +297,7 @@ class Matcher:
         strict: bool = False,
         keep_received: int = 10_000,
     ) -> None:
-        self.interactions: list[Interaction] = list(interactions)
+        self.interactions: Sequence[Interaction] = list(interactions)
         self.strict = strict
         self.ignore_fields = tuple(ignore_fields)
         self.match_headers = tuple(match_headers)
@@ -346,16 +346,7 @@ class Matcher:
         self, method: str, url: str, headers: HeadersLike | None = None, body: bytes = b""
     ) -> tuple[int, Interaction]:
         key = RequestKey.of(method, url, headers, body)
-        got = self._cmp.strip(key.json) if key.json is not _NOT_JSON else _NOT_JSON
-        candidates = []
-        for i, rk in enumerate(self._keys):
-            quick = self._quick[i]
-            if rk.method != key.method or rk.path != key.path:
-                continue
-            if quick is not None and got is not _NOT_JSON and quick != got:
-                continue
-            if not self._cmp.diffs(rk, key, first_only=True):
-                candidates.append(i)
+        candidates = self._candidates(key)
         with self._lock:
             entry = self._entry(key)
             self._received.append(entry)
@@ -385,6 +376,21 @@ class Matcher:
         note of a WebSocket client message that did not match its recording)."""
         with self._lock:
             self._received.append(entry)
+
+    def _candidates(self, key: RequestKey) -> list[int]:
+        """The recordings that answer ``key``, in cassette order (a subclass may find
+        them another way: :class:`streamtape.match_index.IndexedMatcher`)."""
+        got = self._cmp.strip(key.json) if key.json is not _NOT_JSON else _NOT_JSON
+        candidates = []
+        for i, rk in enumerate(self._keys):
+            quick = self._quick[i]
+            if rk.method != key.method or rk.path != key.path:
+                continue
+            if quick is not None and got is not _NOT_JSON and quick != got:
+                continue
+            if not self._cmp.diffs(rk, key, first_only=True):
+                candidates.append(i)
+        return candidates
 
     def _entry(self, key: RequestKey) -> dict[str, Any]:
         secret = set(DEFAULT_REDACT_HEADERS)

@@ -171,7 +171,7 @@ def test_appending_to_an_existing_cassette_keeps_what_was_there(tmp_path: Path) 
         (msgpack.packb({"format": "vcr", "version": 1}), "not a streamtape cassette"),
         (msgpack.packb({"format": "streamtape", "version": NEWEST_VERSION + 1}), f"format version {NEWEST_VERSION + 1} is newer"),
         (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb(["d", 9, b"", [], []]), "unknown interaction id 9"),
-        (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb({"t": "begin", "id": 0}), "corrupt cassette: record 1"),
+        (msgpack.packb({"format": "streamtape", "version": 1}) + msgpack.packb({"t": "begin", "id": 0}), "corrupt cassette: record at byte 28: missing field 'request'"),
         (msgpack.packb({"format": "streamtape", "version": 1}) + b"\xc1" * 8, "corrupt cassette"),
     ],
 )
@@ -180,7 +180,7 @@ def test_bad_files_raise_one_error_naming_the_file_and_the_problem(tmp_path: Pat
     if content is not None:
         p.write_bytes(content)
     with pytest.raises(CassetteError) as e:
-        streamtape.load(p)
+        list(streamtape.load(p))  # structure is checked on load, a record's fields when it is read
     assert message in str(e.value)
     assert str(p) in str(e.value)
     assert "\n" not in str(e.value)

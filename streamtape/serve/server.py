@@ -35,6 +35,7 @@ from ..errors import NoMatchError, OptionError, StreamtapeError
 from ..fmt import jsonable
 from ..interop import timing_note
 from ..match import Matcher
+from ..match_index import interactions_of, matcher_for
 from ..profiles import FaultKind, Profile, Schedule, StepKind, parse_profile
 from ..profiles.messages import schedule_session
 from ..wire import (
@@ -205,7 +206,7 @@ class ReplayServer:
             names: list[str | None] = list(sources or [None] * len(source.interactions))
         else:
             interactions, names = _collect(source)
-            self.matcher = Matcher(
+            self.matcher = matcher_for(  # a large cassette file stays on disk (IndexedMatcher)
                 interactions,
                 ignore_fields=tuple(ignore_fields),
                 match_headers=tuple(match_headers),
@@ -667,29 +668,26 @@ def control_response(method: str, target: str, matcher: Matcher) -> tuple[int, b
     return 404, error_body(f"unknown control endpoint {method} {path}", ErrorType.BAD_REQUEST)
 
 
-def _collect(source: ReplaySource) -> tuple[list[Interaction], list[str | None]]:
-    """Interactions (and the cassette each came from) from a cassette, paths, or interactions."""
+def _collect(source: ReplaySource) -> tuple[Sequence[Interaction], list[str | None]]:
+    """Interactions (and the cassette each came from) from a cassette, paths, or interactions.
+
+    Cassette files alone are not read here: they come back as a
+    :class:`~streamtape.match_index.CassetteChain` that reads each interaction
+    when it is asked for.
+    """
     if isinstance(source, Cassette):
-        name = source.path.name if source.path else None
-        return list(source), [name] * len(source)
-    items: list[Interaction] = []
-    names: list[str | None] = []
+        return interactions_of([source])
+    parts: list[Interaction | Cassette] = []
     paths: list[_Path] = []
     many = [source] if isinstance(source, str | os.PathLike) else source
     assert not isinstance(many, Matcher)
     for s in many:
-        if isinstance(s, Interaction):
-            items.append(s)
-            names.append(None)
-        elif isinstance(s, Cassette):
-            items.extend(s)
-            names.extend([s.path.name if s.path else None] * len(s))
+        if isinstance(s, Interaction | Cassette):
+            parts.append(s)
         else:
             paths.append(s)
     found = cassette_files(paths)  # a folder's files, none from outside it
     for skipped in found.skipped:
         _log.warning(f"streamtape: {skipped.line()}")
-    for cas in load_many(found.files) if found.files else ():
-        items.extend(cas)
-        names.extend([cas.path.name if cas.path else None] * len(cas))
-    return items, names
+    parts.extend(load_many(found.files) if found.files else ())
+    return interactions_of(parts)
