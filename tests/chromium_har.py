@@ -22,13 +22,12 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.chromium import CHROMIUM
 
 _IMPORT = """(async () => {
   const HAR = await import('devtools://devtools/bundled/models/har/har.js');

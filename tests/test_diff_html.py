@@ -8,11 +8,8 @@ kept under ``test-artifacts/`` (gitignored).
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import replace
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -20,33 +17,9 @@ import streamtape
 from streamtape.cassette import Chunk
 from streamtape.diff import compare, diff_many, render_html
 from streamtape.diff.html import piece_text
+from tests.chromium import ARTIFACTS, chromium, needs_chromium
 from tests.diff_backends import one
 from tests.recording import run_main as run
-
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it",
-)
-
-
-def chromium(page: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        *extra,
-        page.as_uri(),
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
 class Dom(HTMLParser):

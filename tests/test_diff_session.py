@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -31,6 +29,7 @@ from streamtape.diff.summary import short_reason, summarize
 from streamtape.diff.summary_gates import AgreeGate, DistributionGate, Stat, parse_fail_on
 from streamtape.errors import OptionError
 from tests.builders import MS, chat_chunk, chat_events, interaction, sse, wait_until
+from tests.chromium import ARTIFACTS, chromium, needs_chromium
 from tests.recording import recording, run_main
 from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer
 
@@ -41,8 +40,6 @@ def openai_client(base_url: str, api_key: str = "k", **options: object) -> Any:
     openai = pytest.importorskip("openai", reason="needs the openai SDK (not installed on Python 3.11: httpx2 needs h11 >= 0.16)")
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, **options)
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 WORDS = ["Paris", " is", " the", " capital", " of", " France", "."]
 SCENARIOS = ["same", "same", "word", "same", "length", "same", "tools", "same"]
@@ -287,18 +284,8 @@ class Page(HTMLParser):
             self._a_href = None
 
 
-def chromium(page: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    cmd = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}", *extra, page.as_uri(),
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+@needs_chromium
 def test_the_session_page_opens_in_chromium_with_its_plots_and_a_link_to_every_pair(
     session_tape: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
