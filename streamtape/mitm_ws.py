@@ -14,9 +14,11 @@ through :class:`streamtape.record_ws.SessionRecorder`:
 - ``response``: mitmproxy sets ``flow.websocket`` just before this hook when it
   will relay the session (the ``websocket`` option, a valid handshake); the
   record filter is applied here, so ``~websocket`` matches. The session opens.
-- ``websocket_message``: the message is noted on the hook (its clock reading,
-  its bytes) and recorded just after the hook returns, once mitmproxy has
-  relayed it: redaction and the credential search never delay a message.
+- ``websocket_message``: the message is noted on the hook (its clock reading)
+  and recorded just after the hooks return, once mitmproxy has relayed it:
+  redaction and the credential search never delay a message, and what is
+  recorded is what was sent (a message another addon dropped is left out; one
+  an addon injected is kept, the peer got it).
 - ``websocket_end``: the close. mitmproxy reports a connection that ended
   without a close frame as code 1006 from the side whose connection ended.
 
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from mitmproxy import http
+from mitmproxy.websocket import WebSocketMessage
 
 from .cassette import Interaction, Record
 from .credentials import Credential
@@ -162,12 +165,13 @@ class WebSocketRecording:
         ws = flow.websocket
         if sessions is None or ws is None or not ws.messages or not sessions.has(flow.id):
             return
-        m = ws.messages[-1]
-        now = time.perf_counter_ns()
-        # After the hook returns: mitmproxy relays the message first.
-        asyncio.get_running_loop().call_soon(
-            sessions.message, flow.id, m.from_client, m.is_text, m.content, now
-        )
+        # Read after every addon's hook has returned and mitmproxy has relayed the
+        # message: what went on the wire (another addon may change or drop it).
+        asyncio.get_running_loop().call_soon(self._message, flow.id, ws.messages[-1], time.perf_counter_ns())
+
+    def _message(self, key: str, m: WebSocketMessage, now_ns: int) -> None:
+        if self.sessions is not None and not m.dropped:  # a dropped message never reached the peer
+            self.sessions.message(key, m.from_client, m.is_text, m.content, now_ns)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         sessions = self.sessions

@@ -156,6 +156,51 @@ async def test_mitmdump_with_the_addon_script_records_a_session(tmp_path: Path) 
     assert ix.labels == {"via": "mitmdump"}
 
 
+DROPPER = """
+from mitmproxy import http
+
+
+class Drop:
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        m = flow.websocket.messages[-1]
+        if m.from_client and b"frobnicate" in m.content:
+            m.drop()
+
+
+addons = [Drop()]
+"""
+
+
+@pytest.mark.slow
+async def test_a_message_another_addon_drops_is_not_recorded(tmp_path: Path) -> None:
+    """The recording is what went on the wire: an addon after streamtape's drops the bad event,
+    so the upstream never answers it with an error, and the cassette never has it."""
+    mitmdump = Path(sys.executable).parent / "mitmdump"
+    addon = Path(__file__).parents[1] / "addons" / "record.py"
+    dropper = tmp_path / "drop.py"
+    dropper.write_text(DROPPER)
+    out = tmp_path / "d.tape"
+    with realtime_upstream() as up:
+        proc, url = start_listening(
+            [str(mitmdump), "-s", str(addon), "-s", str(dropper), "--mode", f"reverse:{up.url}",
+             "--listen-host", "127.0.0.1", "-p", "0", "--set", f"streamtape_out={out}"],
+            r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
+        )
+        try:
+            got = await realtime_turn(url)
+            await asyncio.to_thread(
+                wait_until, lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None
+            )
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=20)
+    (ix,) = load(out)
+    assert "error" not in got and [e["type"] for e in up.sessions[0].received] == [
+        "session.update", "conversation.item.create", "response.create"]
+    assert types(ix.messages, Direction.CLIENT) == [e["type"] for e in up.sessions[0].received]
+    assert types(ix.messages, Direction.SERVER) == got
+
+
 async def open_and_ask(url: str, path: str) -> ClientConnection:
     ws = await connect(url.replace("http://", "ws://") + path, proxy=None)
     await ws.recv()
