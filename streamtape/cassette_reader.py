@@ -59,7 +59,7 @@ from .pieces import Piece, Pieces, PieceSequence
 
 __all__ = ["Cassette", "CassetteFile", "FilePieces", "load", "load_many", "open_layout", "read_records"]
 
-PIECE_CACHE_BYTES = 32 * 1024 * 1024
+PIECE_CACHE_BYTES = 16 * 1024 * 1024
 """Body bytes a loaded cassette keeps decoded for reuse (least recently used dropped first)."""
 
 INTERRUPTED_ERROR = "the recording stopped before this response ended"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterator
 from typing import TypedDict
 
 import click
@@ -56,30 +58,55 @@ def pick(cas: Cassette, index: int) -> Interaction:
     return cas[index]
 
 
-def listing_lines(cas: Cassette) -> list[str]:
-    rows = [("#", "method", "path", "status", "pieces", "bytes", "ttfb ms", "dur ms", "outcome", "labels")]
-    for n, ix in enumerate(cas):
-        s = summary(ix)
-        rows.append(
-            (
-                str(n),
-                str(s["method"]),
-                str(s["path"]),
-                "---" if s["status"] is None else str(s["status"]),
-                str(s["pieces"]),
-                human_bytes(s["bytes"]),
-                ms(ix.first_byte_ns),
-                ms(ix.duration_ns),
-                ix.outcome,
-                ",".join(f"{k}={v}" for k, v in ix.labels.items()),
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+LISTING_WIDTH_ROWS = 1000
+"""The listing's column widths come from its first rows (all of a smaller cassette);
+later rows follow them, so a cassette of any size is listed in constant memory."""
+
+
+def listing_lines(cas: Cassette) -> Iterator[str]:
+    """The listing, one line at a time, each interaction read as its row is made."""
+    head = ("#", "method", "path", "status", "pieces", "bytes", "ttfb ms", "dur ms", "outcome", "labels")
     right = {0, 3, 4, 5, 6, 7}
-    return [
-        "  ".join((c.rjust(w) if i in right else c.ljust(w)) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in rows
-    ]
+
+    def row(n: int, ix: Interaction) -> tuple[str, ...]:
+        s = summary(ix)
+        return (
+            str(n),
+            str(s["method"]),
+            str(s["path"]),
+            "---" if s["status"] is None else str(s["status"]),
+            str(s["pieces"]),
+            human_bytes(s["bytes"]),
+            ms(ix.first_byte_ns),
+            ms(ix.duration_ns),
+            ix.outcome,
+            ",".join(f"{k}={v}" for k, v in ix.labels.items()),
+        )
+
+    def line(r: tuple[str, ...], widths: list[int]) -> str:
+        return "  ".join(
+            (c.rjust(w) if i in right else c.ljust(w)) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+
+    rows = iter(enumerate(cas))
+    first = [head, *(row(n, ix) for n, ix in itertools.islice(rows, LISTING_WIDTH_ROWS))]
+    widths = [max(len(r[i]) for r in first) for i in range(len(head))]
+    for r in first:
+        yield line(r, widths)
+    del first
+    for n, ix in rows:
+        yield line(row(n, ix), widths)
+
+
+def listing_json(cas: Cassette) -> Iterator[str]:
+    """``show --json``'s listing, one interaction at a time: the same text as
+    ``json.dumps(rows, indent=2)`` without holding the rows."""
+    empty = True
+    for n, ix in enumerate(cas):
+        item = json.dumps({"index": n, **summary(ix)}, indent=2)
+        yield ("[\n" if empty else ",\n") + "\n".join("  " + ln for ln in item.splitlines())
+        empty = False
+    yield "[]" if empty else "\n]"
 
 
 def interaction_head(ix: Interaction) -> list[str]:
@@ -176,7 +203,8 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
     warn(cas)
     if index is None:
         if as_json:
-            click.echo(json.dumps([{"index": n, **summary(ix)} for n, ix in enumerate(cas)], indent=2))
+            for part in listing_json(cas):
+                click.echo(part, nl=part.endswith("]"))
         else:
             for line in listing_lines(cas):
                 click.echo(line)
