@@ -37,6 +37,20 @@ begin/end records; a cassette that holds only HTTP interactions stays version
 anyone knows whether a session will follow, so the writer raises its version
 byte in place (one byte, fsynced) before the first WebSocket record goes out.
 
+An index record may end the file: where every interaction's records are, and
+a digest of each request, so a reader opens a file of any size without
+reading it through (:mod:`streamtape.cassette_index` describes it)::
+
+    record  ["x", {"v": 1, "ids": bin, "starts": bin, "offsets": bin, ...}, start, crc32]
+
+A writer appends one when it closes a cassette of 16 MiB or more, raising the
+version to 3 first (an older streamtape would stop at the record it does not
+know, and says to upgrade instead); smaller cassettes keep their version, and
+an index is only ever a shortcut: without one, or with one that no longer ends
+the file, the reader finds the records in one pass. Reading is lazy (see
+:mod:`streamtape.cassette_reader`): :func:`load` finds the records,
+``cas[i]`` reads interaction ``i``, its pieces are read when first used.
+
 Time: every offset (``headers_at_ns``, each piece's, ``end_ns``) counts from
 t = 0, the moment the proxy handed the request to the upstream. The upstream
 connection's setup is kept out of the offsets and stored beside them, in the
