@@ -9,7 +9,9 @@ The tree::
     │   └── GateError        a malformed ``diff --fail-on`` timing gate
     ├── ProfileError         a replay profile is unknown or malformed
     ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
+    ├── SessionError         an in-process transport matched a WebSocket session (``.index``)
     ├── UpstreamError        the upstream server could not be reached
+    ├── WorkerError          a worker of ``serve --workers`` stopped on its own (``.index``)
     └── InteropError         a file to import is malformed, or an export cannot hold a recording
 
 Library code raises them with a message that already names the file, option
@@ -73,8 +75,40 @@ class NoMatchError(StreamtapeError):
         self.closest = closest
 
 
+class SessionError(StreamtapeError):
+    """A request replayed in-process matched a recorded WebSocket session.
+
+    The SDKs open WebSocket connections on their own sockets, so a session
+    replays only through the replay server (``ReplayServer.ws_url``).
+    """
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
 class UpstreamError(StreamtapeError):
     """The upstream server could not be reached."""
+
+
+class WorkerError(StreamtapeError):
+    """A worker process of ``serve --workers`` stopped on its own (crashed or was killed).
+
+    ``index`` is the worker's number, ``exitcode`` its exit status (negative:
+    the signal that ended it); the others are stopped, so the port is never
+    left half served.
+    """
+
+    def __init__(self, index: int, exitcode: int | None) -> None:
+        super().__init__(
+            f"serve: worker {index} stopped on its own (exit status {exitcode}); "
+            "the other workers were stopped"
+        )
+        self.index = index
+        self.exitcode = exitcode
+
+    def __reduce__(self) -> tuple[type[WorkerError], tuple[int, int | None]]:
+        return (WorkerError, (self.index, self.exitcode))
 
 
 class InteropError(StreamtapeError):

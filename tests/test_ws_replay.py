@@ -832,3 +832,22 @@ async def test_a_session_recorded_through_streamtape_record_replays_into_the_sam
             replayed = await realtime_answer(server.ws_url)
         assert replayed == live, profile
         assert "outcome=mismatch" not in _served(log)
+
+
+# --------------------------------------------------------------------------
+# In-process transports: sessions replay through the server only
+
+
+def test_an_in_process_transport_answers_a_session_with_426_naming_the_server_way_in() -> None:
+    with httpx.Client(transport=streamtape.ReplayTransport([session_ix()]), base_url="http://x") as client:
+        r = client.get(PATH)
+    assert r.status_code == 426
+    assert "WebSocket session" in r.json()["error"]["message"]
+    assert "ws_url" in r.json()["error"]["message"]
+
+
+def test_an_in_process_transport_raises_session_error_when_asked_to_raise() -> None:
+    transport = streamtape.ReplayTransport([session_ix()], no_match="raise")
+    with httpx.Client(transport=transport, base_url="http://x") as client, pytest.raises(streamtape.SessionError) as e:
+        client.get(PATH)
+    assert e.value.index == 0

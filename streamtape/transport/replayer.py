@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, TypedDict, Unpack
 
 from ..cassette import Cassette, Interaction, load, load_many
-from ..errors import NoMatchError, OptionError, ProfileError
+from ..errors import NoMatchError, OptionError, ProfileError, SessionError
 from ..match import Matcher
 from ..profiles import Profile, Schedule, Step, StepKind, parse_profile
 from ..wire import PROFILE_HEADER, ErrorType, Framing, error_body, header_value, reason_phrase
@@ -311,12 +311,23 @@ class Replayer:
         As the replay server: no match is a 404 (``streamtape_no_match``), a bad
         ``X-Streamtape-Profile`` or a profile that cannot apply to the matched
         recording is a 400 (``streamtape_bad_profile``); with ``no_match="raise"``
-        they raise :class:`NoMatchError` / :class:`ProfileError` instead.
+        they raise :class:`NoMatchError` / :class:`ProfileError` instead. A
+        recorded WebSocket session is a 426, as from the server for a request
+        that asks for no upgrade (:class:`SessionError` with ``"raise"``).
         """
         try:
             text, prof = self._profile_for(headers)
             index, ix = self.matcher.match_indexed(method, url, headers, body)
+            if ix.websocket is not None:
+                raise SessionError(
+                    f"{method} {url}: recording #{index} is a WebSocket session; in-process "
+                    "transports replay HTTP only: connect to a ReplayServer's ws_url", index
+                )
             return self._plan(text, prof, index, ix)
+        except SessionError as e:
+            if self.no_match == "raise":
+                raise
+            return _error_plan(426, str(e), ErrorType.BAD_REQUEST)
         except NoMatchError as e:
             if self.no_match == "raise":
                 raise
