@@ -517,6 +517,8 @@ def _scan_records(path: Path, w: _Window, header: dict[str, Any], pos: int) -> L
                         # A torn last record: the writer died inside it.
                         return Layout(header, b.table(), pos, size, False, index_start)
         except (msgpack.UnpackException, ValueError, TypeError):
+            if peeked == "index":  # a damaged index ends the records; it is only a shortcut
+                return Layout(header, b.table(), pos, size, False, pos)
             raise CassetteError(
                 f"{path}: corrupt cassette: undecodable data at byte {pos} after record {n - 1}"
             ) from None

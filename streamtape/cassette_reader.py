@@ -301,16 +301,19 @@ class _OpenFiles:
                     os.close(fd)
                     raise CassetteError(f"{path}: the file was replaced since it was loaded; load it again")
                 self._fds[key] = fd
-                self._evict()
             else:
                 self._fds.move_to_end(key)
-            out = []
-            for off, n in ranges:
-                data = os.pread(fd, n, off)
-                if len(data) != n:
-                    raise CassetteError(f"{path}: the file was cut short since it was loaded; load it again")
-                out.append(data)
-            return out
+            try:
+                out = []
+                for off, n in ranges:
+                    data = os.pread(fd, n, off)
+                    if len(data) != n:
+                        raise CassetteError(
+                            f"{path}: the file was cut short since it was loaded; load it again")
+                    out.append(data)
+                return out
+            finally:
+                self._evict()
 
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()

@@ -337,10 +337,12 @@ def interactions_of(parts: Sequence[Interaction | Cassette]) -> tuple[Sequence[I
     return items, names
 
 
-def matcher_for(interactions: Sequence[Interaction], *, indexed_min: int = INDEXED_MATCH_MIN,
+def matcher_for(interactions: Sequence[Interaction], *, indexed_min: int | None = None,
                 **options: Any) -> Matcher:
-    """A :class:`IndexedMatcher` for a long :class:`CassetteChain`, else a :class:`Matcher`
-    (the interactions in a list, as it always did)."""
-    if isinstance(interactions, CassetteChain) and len(interactions) >= indexed_min:
+    """A :class:`IndexedMatcher` for a :class:`CassetteChain` of at least ``indexed_min``
+    interactions (default :data:`INDEXED_MATCH_MIN`), else a :class:`Matcher` (the
+    interactions in a list, as it always did)."""
+    least = INDEXED_MATCH_MIN if indexed_min is None else indexed_min
+    if isinstance(interactions, CassetteChain) and len(interactions) >= least:
         return IndexedMatcher(interactions, **options)
     return Matcher(interactions, **options)
