@@ -34,9 +34,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from .cassette import Interaction
@@ -280,6 +280,18 @@ def _has_redacted(node: Any) -> bool:
     return False
 
 
+class RequestJournal(Protocol):
+    """Where a :class:`Matcher` keeps the requests it saw: a bounded deque by default;
+    ``serve --workers`` gives every worker's matcher one journal shared between
+    processes (:mod:`streamtape.serve.journal`). Each entry is appended once, finished."""
+
+    def append(self, entry: dict[str, Any], /) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+
 class Matcher:
     """Answers requests from recorded interactions. Thread-safe.
 
@@ -296,6 +308,7 @@ class Matcher:
         match_headers: Iterable[str] = (),
         strict: bool = False,
         keep_received: int = 10_000,
+        journal: RequestJournal | None = None,
     ) -> None:
         self.interactions: Sequence[Interaction] = list(interactions)
         self.strict = strict
@@ -314,7 +327,9 @@ class Matcher:
         ]
         self._used = [0] * len(self.interactions)
         self._lock = threading.Lock()
-        self._received: deque[dict[str, Any]] = deque(maxlen=keep_received)
+        self._received: RequestJournal = (
+            journal if journal is not None else deque(maxlen=keep_received)
+        )
 
     @property
     def received(self) -> list[dict[str, Any]]:
@@ -349,27 +364,29 @@ class Matcher:
         candidates = self._candidates(key)
         with self._lock:
             entry = self._entry(key)
-            self._received.append(entry)
-            if not candidates:
-                closest = self._closest(key)
-                entry["error"] = msg = _no_match_message(key, closest)
-                raise NoMatchError(msg, request=key, closest=closest)
-            fresh = [i for i in candidates if self._used[i] == 0]
-            if fresh:
-                chosen = fresh[0]
-            elif self.strict:
-                n = len(candidates)
-                entry["error"] = msg = (
-                    f"{key.method} {key.target}: all {n} recorded interaction"
-                    f"{'s' if n > 1 else ''} matching it (#{', #'.join(map(str, candidates))}) "
-                    "were already used (strict matching)"
-                )
-                raise NoMatchError(msg, request=key)
-            else:
-                chosen = candidates[-1]
-            self._used[chosen] += 1
-            entry["matched"] = chosen
-            return chosen, self.interactions[chosen]
+            try:
+                if not candidates:
+                    closest = self._closest(key)
+                    entry["error"] = msg = _no_match_message(key, closest)
+                    raise NoMatchError(msg, request=key, closest=closest)
+                fresh = [i for i in candidates if self._used[i] == 0]
+                if fresh:
+                    chosen = fresh[0]
+                elif self.strict:
+                    n = len(candidates)
+                    entry["error"] = msg = (
+                        f"{key.method} {key.target}: all {n} recorded interaction"
+                        f"{'s' if n > 1 else ''} matching it (#{', #'.join(map(str, candidates))}) "
+                        "were already used (strict matching)"
+                    )
+                    raise NoMatchError(msg, request=key)
+                else:
+                    chosen = candidates[-1]
+                self._used[chosen] += 1
+                entry["matched"] = chosen
+                return chosen, self.interactions[chosen]
+            finally:
+                self._received.append(entry)  # finished: a shared journal stores it as it is
 
     def note(self, entry: dict[str, Any]) -> None:
         """Add an entry to :attr:`received` that is not a request's (the replay server's

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,10 @@ from ..cassette import load_many
 from ..errors import OptionError
 from ..profiles import parse_profile
 from ._common import warn
+
+if TYPE_CHECKING:
+    from ..serve import ReplayServer
+    from ..serve.workers import WorkerSetup
 
 
 def _echo(line: str) -> None:
@@ -47,6 +52,11 @@ def _echo(line: str) -> None:
               metavar="SECONDS",
               help="How long a request may take to arrive, and a client may leave its response "
                    "unread, before its connection is dropped (default 30).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+              metavar="N",
+              help="Processes accepting on the port (SO_REUSEPORT; Linux), each with its own "
+                   "clock and matcher: the order of repeats and --strict count per worker. The "
+                   "log and GET /_streamtape/requests cover all of them.")
 def serve(
     paths: tuple[str, ...],
     host: str,
@@ -60,6 +70,7 @@ def serve(
     confdir: str | None,
     max_body: int | None,
     client_timeout: float | None,
+    workers: int,
 ) -> None:
     """Replay the cassettes in PATH... (files or folders of .tape files) over HTTP.
 
@@ -72,6 +83,8 @@ def serve(
         raise click.UsageError("--passthrough/--refuse-unmatched only apply with --proxy")
     if not proxy and confdir:
         raise click.UsageError("--confdir only applies with --proxy")
+    if proxy and workers > 1:
+        raise click.UsageError("--workers does not apply with --proxy")
     # Late: the server package (asyncio, wsproto) is not needed by other commands.
     from ..serve.guard import exposure_warning
     from ..serve.request import CLIENT_TIMEOUT_S, MAX_BODY
@@ -91,37 +104,40 @@ def serve(
                      match_headers, strict, passthrough is not False, confdir, n)
         return
 
-    from ..serve import ReplayServer  # late: the asyncio server is not needed by other commands
+    # Late: the asyncio server is not needed by other commands.
+    from ..serve import ReplayServer
+    from ..serve.workers import run_server, serve_workers
 
-    server = ReplayServer(
-        cassettes, profile=prof, host=host, port=port, ignore_fields=ignore_fields,
-        match_headers=match_headers, strict=strict, log=_echo,
-        max_body=MAX_BODY if max_body is None else max_body,
-        client_timeout=CLIENT_TIMEOUT_S if client_timeout is None else client_timeout,
-    )
+    def make_server(port: int, log: Callable[[str], None],
+                    worker: WorkerSetup | None = None) -> ReplayServer:
+        return ReplayServer(
+            cassettes, profile=prof, host=host, port=port, ignore_fields=ignore_fields,
+            match_headers=match_headers, strict=strict, log=log,
+            max_body=MAX_BODY if max_body is None else max_body,
+            client_timeout=CLIENT_TIMEOUT_S if client_timeout is None else client_timeout,
+            reuse_port=worker is not None,
+            journal=worker.journal if worker else None,
+            numbers=worker.numbers if worker else None,
+        )
 
-    async def main() -> None:
-        await server.start()
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+    def announce(url: str) -> None:
+        many = f", {workers} workers" if workers > 1 else ""
         click.echo(
             f"streamtape: replaying {n} interaction{'s' if n != 1 else ''} from "
-            f"{', '.join(paths)} on {server.url} (profile {profile}); Ctrl-C to stop",
+            f"{', '.join(paths)} on {url} (profile {profile}{many}); Ctrl-C to stop",
             err=True,
         )
-        try:
-            await stop.wait()
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-            await server.close()
 
-    asyncio.run(main())
-    st = server.stats
-    click.echo(f"streamtape: stopped; served {st.served} request{'s' if st.served != 1 else ''}, "
-               f"{st.no_match} unmatched", err=True)
+    if workers > 1:
+        result = serve_workers(workers, host, port, lambda w: make_server(w.port, w.log, w),
+                               on_line=_echo, on_ready=announce)
+        served, unmatched = result.served, result.no_match
+    else:
+        server = make_server(port, _echo)
+        asyncio.run(run_server(server, lambda: announce(server.url)))
+        served, unmatched = server.stats.served, server.stats.no_match
+    click.echo(f"streamtape: stopped; served {served} request{'s' if served != 1 else ''}, "
+               f"{unmatched} unmatched", err=True)
 
 
 def _serve_proxy(

@@ -34,7 +34,7 @@ from ..clock import sleep_until
 from ..errors import NoMatchError, OptionError, StreamtapeError
 from ..fmt import jsonable
 from ..interop import timing_note
-from ..match import Matcher
+from ..match import Matcher, RequestJournal
 from ..match_index import interactions_of, matcher_for
 from ..profiles import FaultKind, Profile, Schedule, StepKind, parse_profile
 from ..profiles.messages import schedule_session
@@ -200,6 +200,9 @@ class ReplayServer:
         sources: Sequence[str | None] | None = None,
         max_body: int = MAX_BODY,
         client_timeout: float = CLIENT_TIMEOUT_S,
+        reuse_port: bool = False,
+        journal: RequestJournal | None = None,
+        numbers: Callable[[], int] | None = None,
     ) -> None:
         if isinstance(source, Matcher):
             self.matcher = source
@@ -211,6 +214,7 @@ class ReplayServer:
                 ignore_fields=tuple(ignore_fields),
                 match_headers=tuple(match_headers),
                 strict=strict,
+                journal=journal,
             )
         self._set_where(names)
         self.profile = _as_profile(profile)
@@ -221,6 +225,9 @@ class ReplayServer:
         """How long a request may take to arrive, and a client may leave its bytes unread."""
         self.host = host
         self.port = port
+        self.reuse_port = reuse_port
+        """Listen with ``SO_REUSEPORT``: several processes accept on one port (``serve --workers``)."""
+        self._numbers = numbers
         self.log = log or _log.info
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
@@ -228,6 +235,8 @@ class ReplayServer:
         self._schedules: dict[tuple[int, int, int], tuple[Profile, Interaction, Schedule]] = {}
         self._prepared: dict[tuple[int, Framing], tuple[Schedule, Prepared]] = {}
         self._count = 0
+        self.playing = 0
+        """Responses being played right now (the collector waits for none)."""
         self.stats = _Stats()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -269,7 +278,8 @@ class ReplayServer:
         self._closed = asyncio.Event()
         try:
             self._server = await asyncio.start_server(
-                self._handle, self.host, self.port, limit=MAX_HEAD, backlog=2048
+                self._handle, self.host, self.port, limit=MAX_HEAD, backlog=2048,
+                reuse_port=self.reuse_port or None,
             )
         except OSError as e:
             raise OptionError(
@@ -357,8 +367,7 @@ class ReplayServer:
                     req = await read_request(reader, writer, max_body=self.max_body,
                                              timeout=self.client_timeout)
                 except BadRequest as e:
-                    self._count += 1
-                    self._emit(ServedRequest(self._count, "-", "-", e.status, None, None, None,
+                    self._emit(ServedRequest(self._next_number(), "-", "-", e.status, None, None, None,
                                              ServeOutcome.BAD_REQUEST, detail=str(e)))
                     await answer_and_close(e, reader, writer)
                     break
@@ -401,8 +410,7 @@ class ReplayServer:
     async def _respond(self, req: HTTPRequest, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> bool:
         t0 = time.perf_counter_ns()
-        self._count += 1
-        number = self._count
+        number = self._next_number()
         keep_alive = req.keep_alive
 
         if req.target.startswith(CONTROL_PREFIX):
@@ -465,10 +473,21 @@ class ReplayServer:
                         if outcome is ServeOutcome.CLIENT_STALLED else timing_note(ix, profile) or ""),
             ))
 
-        outcome, pieces, nbytes, keep = await self._play(sched, req, reader, writer, t0, keep_alive,
-                                                         report)
+        self.playing += 1
+        try:
+            outcome, pieces, nbytes, keep = await self._play(sched, req, reader, writer, t0,
+                                                             keep_alive, report)
+        finally:
+            self.playing -= 1
         report(outcome, pieces, nbytes)
         return keep
+
+    def _next_number(self) -> int:
+        """The next request's number in the log (shared by every worker of ``serve --workers``)."""
+        if self._numbers is not None:
+            return self._numbers()
+        self._count += 1
+        return self._count
 
     def _schedule(self, profile: Profile, index: int, ix: Interaction) -> Schedule:
         """The profile's schedule for interaction ``index``, computed once.
