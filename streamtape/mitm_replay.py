@@ -40,6 +40,7 @@ from .cassette import load_many
 from .errors import NoMatchError, OptionError, StreamtapeError
 from .fmt import warning_lines
 from .match import Matcher
+from .match_index import interactions_of, matcher_for
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
 from .profiles import Profile, parse_profile
 from .serve import ReplayServer
@@ -158,16 +159,16 @@ class ReplayAddon(FailLoudly):
                 cassettes = load_many(paths)
             except StreamtapeError as e:
                 raise OptionError(f"streamtape_cassette: {e}") from None
-            interactions = [ix for cas in cassettes for ix in cas]
+            interactions, names = interactions_of(cassettes)  # large ones stay on disk
             for line in warning_lines(cassettes):
                 log.warning(line)
-            self.matcher = Matcher(
+            self.matcher = matcher_for(
                 interactions,
                 ignore_fields=split_values(o.streamtape_ignore_fields),
                 match_headers=split_values(o.streamtape_match_headers),
                 strict=strict,
             )
-            self._names = [cas.path.name if cas.path else None for cas in cassettes for _ in cas]
+            self._names = names
             self._config_key = key
             if self.server is not None:
                 self.server.replace_matcher(self.matcher, self._names)
