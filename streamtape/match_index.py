@@ -58,6 +58,7 @@ INDEXED_MATCH_MIN = 5_000
 """From this many interactions on, a replay server of cassette files matches through
 digests (:class:`IndexedMatcher`) instead of holding every interaction."""
 
+REDACTED_BYTES = REDACTED.encode()
 _KEY_CACHE = 4096  # recorded requests kept parsed (candidates are re-checked often)
 _IX_CACHE = 512  # interactions kept built (a server's schedules are keyed on them)
 
@@ -125,7 +126,9 @@ def digest_parts(
         except ValueError:
             pass
     if is_json:
-        if recorded and _has_redacted(data):
+        # The walk only when the bytes could hold the placeholder: literally, escaped
+        # (\u), or in a UTF-16/32 body (NUL bytes). A writer digests every request.
+        if recorded and (REDACTED_BYTES in body or b"\\u" in body or b"\x00" in body) and _has_redacted(data):
             return WILDCARD
         if strip is not None:
             data = strip(data)
