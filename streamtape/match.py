@@ -34,20 +34,30 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from .cassette import Interaction
 from .errors import NoMatchError
 from .redaction import DEFAULT_REDACT_HEADERS, REDACTED
 
-__all__ = ["Closest", "Matcher", "RequestKey"]
+__all__ = [
+    "NOT_JSON",
+    "Closest",
+    "JsonComparison",
+    "Matcher",
+    "RequestKey",
+    "byte_difference",
+    "parse_json",
+    "shorten",
+]
 
 HeadersLike = Mapping[str, str] | Iterable[tuple[str | bytes, str | bytes]]
 
-_NOT_JSON = object()
+NOT_JSON: Final = object()
+"""What :func:`parse_json` gives for data that is not a JSON object or array."""
 
 
 def _text(v: str | bytes) -> str:
@@ -66,27 +76,42 @@ def _pairs(headers: HeadersLike | None) -> list[tuple[str, str]]:
     return [(_text(k), _text(v)) for k, v in items]
 
 
-def _json_or_not(body: bytes) -> Any:
-    if not body:
-        return _NOT_JSON
-    stripped = body.lstrip()
-    if stripped[:1] not in (b"{", b"["):
-        return _NOT_JSON
+def parse_json(data: bytes) -> Any:
+    """``data`` as JSON data when it is a JSON object or array, else :data:`NOT_JSON`.
+
+    Only objects and arrays: a body of ``1`` or ``"x"`` is compared byte for byte,
+    as a request body or a client message that is JSON by accident."""
+    if data.lstrip()[:1] not in (b"{", b"["):
+        return NOT_JSON
     try:
-        return json.loads(body)
+        return json.loads(data)
     except ValueError:
-        return _NOT_JSON
+        return NOT_JSON
 
 
-def _short(v: Any, limit: int = 40) -> str:
-    if isinstance(v, bytes):
-        s = repr(v)
+def shorten(value: Any, limit: int = 40, *, ascii_only: bool = True) -> str:
+    """``value`` as JSON (bytes as their ``repr``), cut to ``limit`` characters with ``...``."""
+    if isinstance(value, bytes):
+        s = repr(value)
     else:
         try:
-            s = json.dumps(v, ensure_ascii=True)
+            s = json.dumps(value, ensure_ascii=ascii_only)
         except (TypeError, ValueError):
-            s = repr(v)
+            s = repr(value)
     return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def byte_difference(rec: bytes, got: bytes, window: int, short: Callable[[Any], str] = shorten) -> str:
+    """Where ``got`` first differs from ``rec``, with ``window`` bytes of each from there:
+    ``differs at byte N (G bytes, recorded R): ..., recorded ...``."""
+    n = next(
+        (i for i, (a, b) in enumerate(zip(rec, got, strict=False)) if a != b),
+        min(len(rec), len(got)),
+    )
+    return (
+        f"differs at byte {n} ({len(got)} bytes, recorded {len(rec)}): "
+        f"{short(got[n : n + window])}, recorded {short(rec[n : n + window])}"
+    )
 
 
 @dataclass(frozen=True)
@@ -98,7 +123,7 @@ class RequestKey:
     query: tuple[tuple[str, str], ...]
     headers: tuple[tuple[str, str], ...]  # lower-cased names
     body: bytes
-    json: Any  # parsed body, or _NOT_JSON
+    json: Any  # parsed body, or NOT_JSON
 
     @classmethod
     def of(cls, method: str, url: str, headers: HeadersLike | None, body: bytes) -> RequestKey:
@@ -106,7 +131,7 @@ class RequestKey:
         pairs = tuple(parse_qsl(parts.query, keep_blank_values=True))
         hdrs = tuple((k.lower(), v) for k, v in _pairs(headers))
         body = bytes(body or b"")
-        return cls(method.upper(), parts.path or "/", pairs, hdrs, body, _json_or_not(body))
+        return cls(method.upper(), parts.path or "/", pairs, hdrs, body, parse_json(body))
 
     @property
     def target(self) -> str:
@@ -129,18 +154,33 @@ def _same_scalar(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    return type(a) is type(b) and a == b
+        return bool(a == b)
+    return type(a) is type(b) and bool(a == b)
 
 
-class _Compare:
-    """Differences between a recorded request and a received one, most important first."""
+@dataclass(frozen=True)
+class JsonComparison:
+    """JSON data compared the way matching compares it, under one set of ignored fields.
 
-    def __init__(self, ignore_fields: Iterable[str], match_headers: Iterable[str]) -> None:
+    Key order and whitespace do not count, ``1`` and ``1.0`` are equal, ``true``
+    and ``1`` are not; a recorded ``"REDACTED"`` matches anything, absence too.
+    A plain ignored name (``user``) is ignored at any depth, a dotted one
+    (``metadata.user_id``) is a path from the top with list indexes left out.
+    Request bodies (:class:`Matcher`) and a replayed WebSocket client's messages
+    (:mod:`streamtape.serve.client_messages`) both compare through this, so an
+    ``--ignore-field`` means the same for both.
+    """
+
+    ignore_names: frozenset[str] = frozenset()
+    ignore_paths: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, ignore_fields: Iterable[str]) -> JsonComparison:
         fields = [f.strip() for f in ignore_fields if f.strip()]
-        self.ignore_names = frozenset(f for f in fields if "." not in f)
-        self.ignore_paths = frozenset(f for f in fields if "." in f)
-        self.match_headers = tuple(h.strip().lower() for h in match_headers if h.strip())
+        return cls(frozenset(f for f in fields if "." not in f), frozenset(f for f in fields if "." in f))
+
+    def _ignored(self, key: Any, keypath: str) -> bool:
+        return key in self.ignore_names or keypath in self.ignore_paths
 
     def strip(self, node: Any, keypath: str = "") -> Any:
         """JSON data without the ignored fields (for a quick equality test)."""
@@ -150,13 +190,71 @@ class _Compare:
             out = {}
             for k, v in node.items():
                 kp = f"{keypath}.{k}" if keypath else str(k)
-                if k in self.ignore_names or kp in self.ignore_paths:
+                if self._ignored(k, kp):
                     continue
                 out[k] = self.strip(v, kp)
             return out
         if isinstance(node, list):
             return [self.strip(v, keypath) for v in node]
         return node
+
+    def first_difference(
+        self, rec: Any, got: Any, *, whole: str, short: Callable[[Any], str] = shorten
+    ) -> str | None:
+        """The first difference of ``got`` from ``rec`` in one line, or None when they match.
+
+        The line names the place (``messages[0].content``, or ``whole`` for the top)
+        and both values through ``short``: ``lacks X (recorded ...)``, ``has X=...,
+        not in the recording``, ``X has N items, recorded M``, ``X is ..., recorded ...``.
+        """
+        return self._difference(rec, got, "", "", whole, short)
+
+    def _difference(
+        self, rec: Any, got: Any, shown: str, keypath: str, whole: str, short: Callable[[Any], str]
+    ) -> str | None:
+        """``shown`` has list indexes, ``keypath`` not."""
+        if isinstance(rec, str) and rec == REDACTED:
+            return None
+        where = shown or whole
+        if isinstance(rec, dict) and isinstance(got, dict):
+            for k in sorted(set(rec) | set(got), key=str):
+                kp = f"{keypath}.{k}" if keypath else str(k)
+                sp = f"{shown}.{k}" if shown else str(k)
+                if self._ignored(k, kp):
+                    continue
+                if k not in got:
+                    if rec[k] == REDACTED:
+                        continue
+                    return f"lacks {sp} (recorded {short(rec[k])})"
+                if k not in rec:
+                    return f"has {sp}={short(got[k])}, not in the recording"
+                d = self._difference(rec[k], got[k], sp, kp, whole, short)
+                if d:
+                    return d
+            return None
+        if isinstance(rec, list) and isinstance(got, list):
+            for i, (a, b) in enumerate(zip(rec, got, strict=False)):
+                d = self._difference(a, b, f"{shown}[{i}]", keypath, whole, short)
+                if d:
+                    return d
+            if len(rec) != len(got):
+                return f"{where} has {len(got)} items, recorded {len(rec)}"
+            return None
+        if isinstance(rec, dict | list) or isinstance(got, dict | list) or not _same_scalar(rec, got):
+            return f"{where} is {short(got)}, recorded {short(rec)}"
+        return None
+
+
+class _Compare:
+    """Differences between a recorded request and a received one, most important first."""
+
+    def __init__(self, ignore_fields: Iterable[str], match_headers: Iterable[str]) -> None:
+        self.json = JsonComparison.of(ignore_fields)
+        self.match_headers = tuple(h.strip().lower() for h in match_headers if h.strip())
+
+    def strip(self, node: Any) -> Any:
+        """JSON data without the ignored fields (for a quick equality test)."""
+        return self.json.strip(node)
 
     # Each check returns (weight, message) pairs; an empty list is a match.
     def diffs(self, rec: RequestKey, got: RequestKey, first_only: bool) -> list[tuple[int, str]]:
@@ -195,11 +293,11 @@ class _Compare:
             if rv is not None and all(v == REDACTED for v in rv):
                 continue
             if rv is None:
-                out.append((20, f"query has {k}={_short(gq[k][0])}, not in the recording"))
+                out.append((20, f"query has {k}={shorten(gq[k][0])}, not in the recording"))
             elif gv is None:
-                out.append((20, f"query lacks {k} (recorded {k}={_short(rv[0])})"))
+                out.append((20, f"query lacks {k} (recorded {k}={shorten(rv[0])})"))
             elif sorted(rv) != sorted(gv):
-                out.append((20, f"query {k}={_short(gv[0])}, recorded {k}={_short(rv[0])}"))
+                out.append((20, f"query {k}={shorten(gv[0])}, recorded {k}={shorten(rv[0])}"))
         return out
 
     def headers(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
@@ -210,64 +308,23 @@ class _Compare:
             if rv and all(v == REDACTED for v in rv):
                 continue
             if rv != gv:
-                r = _short(rv[0]) if rv else "(absent)"
-                g = _short(gv[0]) if gv else "(absent)"
+                r = shorten(rv[0]) if rv else "(absent)"
+                g = shorten(gv[0]) if gv else "(absent)"
                 out.append((20, f"header {name} is {g}, recorded {r}"))
         return out
 
     def body(self, rec: RequestKey, got: RequestKey) -> tuple[int, str] | None:
         rj, gj = rec.json, got.json
-        if rj is not _NOT_JSON and gj is not _NOT_JSON:
-            d = self.json_diff(rj, gj, "", "")
-            return (10, d) if d else None
+        if rj is not NOT_JSON and gj is not NOT_JSON:
+            d = self.json.first_difference(rj, gj, whole="(the whole body)")
+            return (10, f"body {d}") if d else None
         if rec.body == got.body:
             return None
-        if rj is not _NOT_JSON:
-            return (10, f"body is not JSON ({_short(got.body)}), recorded JSON")
-        if gj is not _NOT_JSON:
-            return (10, f"body is JSON, recorded {_short(rec.body)}")
-        n = next(
-            (i for i, (a, b) in enumerate(zip(rec.body, got.body, strict=False)) if a != b),
-            min(len(rec.body), len(got.body)),
-        )
-        return (
-            10,
-            f"body differs at byte {n} ({len(got.body)} bytes, recorded {len(rec.body)}): "
-            f"{_short(got.body[n : n + 20])}, recorded {_short(rec.body[n : n + 20])}",
-        )
-
-    def json_diff(self, rec: Any, got: Any, shown: str, keypath: str) -> str | None:
-        """The first difference in JSON data, or None. ``shown`` has list indexes, ``keypath`` not."""
-        if isinstance(rec, str) and rec == REDACTED:
-            return None
-        where = shown or "(the whole body)"
-        if isinstance(rec, dict) and isinstance(got, dict):
-            for k in sorted(set(rec) | set(got), key=str):
-                kp = f"{keypath}.{k}" if keypath else str(k)
-                sp = f"{shown}.{k}" if shown else str(k)
-                if k in self.ignore_names or kp in self.ignore_paths:
-                    continue
-                if k not in got:
-                    if rec[k] == REDACTED:
-                        continue
-                    return f"body lacks {sp} (recorded {_short(rec[k])})"
-                if k not in rec:
-                    return f"body has {sp}={_short(got[k])}, not in the recording"
-                d = self.json_diff(rec[k], got[k], sp, kp)
-                if d:
-                    return d
-            return None
-        if isinstance(rec, list) and isinstance(got, list):
-            for i, (a, b) in enumerate(zip(rec, got, strict=False)):
-                d = self.json_diff(a, b, f"{shown}[{i}]", keypath)
-                if d:
-                    return d
-            if len(rec) != len(got):
-                return f"body {where} has {len(got)} items, recorded {len(rec)}"
-            return None
-        if isinstance(rec, dict | list) or isinstance(got, dict | list) or not _same_scalar(rec, got):
-            return f"body {where} is {_short(got)}, recorded {_short(rec)}"
-        return None
+        if rj is not NOT_JSON:
+            return (10, f"body is not JSON ({shorten(got.body)}), recorded JSON")
+        if gj is not NOT_JSON:
+            return (10, f"body is JSON, recorded {shorten(rec.body)}")
+        return (10, f"body {byte_difference(rec.body, got.body, 20)}")
 
 
 def _has_redacted(node: Any) -> bool:
@@ -322,7 +379,7 @@ class Matcher:
         # A recorded JSON body without "REDACTED" in it can only match a body
         # equal to it once ignored fields are gone: a C-speed test rejects most.
         self._quick = [
-            None if k.json is _NOT_JSON or _has_redacted(k.json) else self._cmp.strip(k.json)
+            None if k.json is NOT_JSON or _has_redacted(k.json) else self._cmp.strip(k.json)
             for k in self._keys
         ]
         self._used = [0] * len(self.interactions)
@@ -397,13 +454,13 @@ class Matcher:
     def _candidates(self, key: RequestKey) -> list[int]:
         """The recordings that answer ``key``, in cassette order (a subclass may find
         them another way: :class:`streamtape.match_index.IndexedMatcher`)."""
-        got = self._cmp.strip(key.json) if key.json is not _NOT_JSON else _NOT_JSON
+        got = self._cmp.strip(key.json) if key.json is not NOT_JSON else NOT_JSON
         candidates = []
         for i, rk in enumerate(self._keys):
             quick = self._quick[i]
             if rk.method != key.method or rk.path != key.path:
                 continue
-            if quick is not None and got is not _NOT_JSON and quick != got:
+            if quick is not None and got is not NOT_JSON and quick != got:
                 continue
             if not self._cmp.diffs(rk, key, first_only=True):
                 candidates.append(i)
