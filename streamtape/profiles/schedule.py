@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction, Response
+from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction, PieceSequence, Response
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
 from ..wire import Framing, end_to_end, has_no_body, reason_phrase, replay_framing
@@ -134,6 +134,26 @@ def _json_mid(body: bytes, start: int, end: int) -> int:
 
 _UTF8_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
 
+def _recorded(resp: Response) -> tuple[list[int], list[bytes]]:
+    """The recorded pieces' times and bytes, empty pieces left out. Compact pieces (a
+    loaded cassette's) are sliced from their joined body, no :class:`Piece` made."""
+    pieces = resp.pieces
+    if not isinstance(pieces, PieceSequence):
+        kept = [c for c in pieces if c.data]
+        return [c.at_ns for c in kept], [c.data for c in kept]
+    compact = pieces.compact()
+    body = compact.data
+    times: list[int] = []
+    datas: list[bytes] = []
+    start = 0
+    for end, at in zip(compact.ends, compact.at, strict=True):
+        if end > start:
+            times.append(at)
+            datas.append(body[start:end])
+        start = end
+    return times, datas
+
+
 _RESHAPING = frozenset((
     FaultKind.DROP_DONE, FaultKind.CUT, FaultKind.RESET, FaultKind.CUT_EVENT,
     FaultKind.ERROR_EVENT, FaultKind.STALL, FaultKind.KEEPALIVE,
@@ -207,13 +227,13 @@ class _ScheduleBuilder:
             head += self.slow_headers()
             end = max(end + self.slow_headers(), head)
             return Schedule(0, "", (), Framing.NONE, head, (Step(end, StepKind.CUT),), self.text)
-        chunks = [c for c in resp.chunks if c.data]
-        times = [c.at_ns for c in chunks]
-        last_at = times[-1] if times else resp.headers_at_ns
-        rec_end = max(ix.end_ns if ix.end_ns is not None else last_at, last_at)
         plain = not any(f.kind in _RESHAPING for f in self.p.faults)
         if plain and self.p.chunk.kind == ChunkKind.RECORDED:
-            return self.plain(resp, times, [c.data for c in chunks], rec_end)
+            times, datas = _recorded(resp)
+            return self.plain(resp, times, datas, self.recorded_end(resp, times))
+        chunks = [c for c in resp.chunks if c.data]
+        times = [c.at_ns for c in chunks]
+        rec_end = self.recorded_end(resp, times)
         ends = list(itertools.accumulate(len(c.data) for c in chunks))
         pieces = self.chunk(chunks, ends, times)
         if plain:
@@ -286,6 +306,11 @@ class _ScheduleBuilder:
             self.text,
             self.content_length(framing, terminal, sent),
         )
+
+    def recorded_end(self, resp: Response, times: list[int]) -> int:
+        """When the recording ended: its end mark, and never before its last piece."""
+        last_at = times[-1] if times else resp.headers_at_ns
+        return max(self.ix.end_ns if self.ix.end_ns is not None else last_at, last_at)
 
     def plain(self, resp: Response, ats: list[int], datas: list[bytes], rec_end: int) -> Schedule:
         """The pipeline of :meth:`run` for a profile with no fault that reshapes pieces

@@ -60,7 +60,9 @@ Homes:
   where it can be: :class:`Replayer` (matching and profiles, thread-safe),
   :class:`ReplayPlan` (the matched interaction and its schedule),
   :func:`head_failure` and :func:`play_actions` (the head's deadline and the
-  body's actions given the client's read timeout);
+  body's actions given the client's read timeout), :class:`Timeline` (a
+  plan's body as a flat tuple, what the faces walk when no read timeout
+  can fire; plans are scheduled once per profile and recording);
 - :mod:`.httpx_transport`: :class:`ReplayTransport`, one class for sync and
   async httpx / httpx2 clients over one body player (``AsyncReplayTransport``
   is the same class);
@@ -86,6 +88,7 @@ from .replayer import (
     ReplayDriver,
     Replayer,
     ReplayPlan,
+    Timeline,
     head_failure,
     play_actions,
 )
@@ -104,6 +107,7 @@ __all__ = [
     "ReplayPlan",
     "ReplayTransport",
     "Replayer",
+    "Timeline",
     "head_failure",
     "play_actions",
 ]

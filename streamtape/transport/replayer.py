@@ -13,6 +13,8 @@ waits for each deadline and turns an ending into its package's exception.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -137,22 +139,17 @@ class Timeline:
         steps = schedule.steps
         if not steps or steps[-1].kind not in _ENDINGS:
             return None
-        sends: list[tuple[int, bytes]] = []
-        last = schedule.head_at_ns
-        longest = 0
-        sent = 0
-        for step in steps[:-1]:
-            if step.kind is not _SEND:
-                return None
-            if not step.data:
-                continue
-            longest = max(longest, step.at_ns - last)
-            last = max(last, step.at_ns)
-            sends.append((step.at_ns, step.data))
-            sent += len(step.data)
+        body = steps[:-1]
+        if any(s.kind is not _SEND for s in body):
+            return None
+        sends = tuple((s.at_ns, s.data) for s in body if s.data)
         end = steps[-1]
-        longest = max(longest, end.at_ns - last)
-        return cls(tuple(sends), Action(end.at_ns, end.kind), sent, longest)
+        at = [a for a, _ in sends]
+        # Each wait: from the latest of the head and the pieces so far to the next step.
+        latest = itertools.accumulate(at, max, initial=schedule.head_at_ns)
+        longest = max(map(operator.sub, [*at, end.at_ns], latest), default=0)
+        return cls(sends, Action(end.at_ns, end.kind), sum(len(d) for _, d in sends),
+                   max(longest, 0))
 
     def plays_whole(self, read_timeout_ns: int | None) -> bool:
         """Whether a client with this read timeout gets every piece and the ending."""
