@@ -41,6 +41,22 @@ _OPS: dict[GateOp, Callable[[float, float], bool]] = {
 }
 
 
+def fails(op: GateOp, measured: float, limit: float) -> bool:
+    """Whether a gate fails: ``measured op limit`` holds (``ttft>1.5x`` fails above 1.5)."""
+    return _OPS[op](measured, limit)
+
+
+def metric_named(name: str) -> Metric | None:
+    """The metric a gate names (any case, aliases included), or None."""
+    n = name.lower()
+    if n in METRIC_ALIASES:
+        return METRIC_ALIASES[n]
+    try:
+        return Metric(n)
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class Gate:
     """A ``--fail-on`` gate: fail when ``metric`` of B ``op`` ``value`` (as ``kind``)."""
@@ -66,8 +82,7 @@ class Gate:
             )
         got = self.measure(row)
         assert got is not None
-        failed = _OPS[self.op](got, self.value)
-        return GateResult(self, got, not failed, self.detail(got, row))
+        return GateResult(self, got, not fails(self.op, got, self.value), self.detail(got, row))
 
     def measure(self, row: TimingRow) -> float | None:
         """The figure this gate compares with its value."""
@@ -99,7 +114,8 @@ class GateResult:
     detail: str
 
 
-_GATE_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|>|<)\s*(.+?)\s*$")
+GATE_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|>|<)\s*(.+?)\s*$")
+"""A gate's three parts: NAME, an operator, the value as written."""
 _VALUE_RE = re.compile(r"^([+-])?\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-zµ%/]*)$")
 _TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 GATE_EXAMPLES = "ttft>1.5x, p95_gap>+20ms, duration>2s or tokens_per_s<0.8x"
@@ -117,15 +133,14 @@ def parse_gate(text: str) -> Gate:
     def bad(why: str) -> GateError:
         return GateError(f"bad --fail-on gate {text!r}: {why}")
 
-    m = _GATE_RE.match(text)
+    m = GATE_RE.match(text)
     if not m:
         raise bad(f"expected METRIC OP VALUE, such as {GATE_EXAMPLES}")
     name, op_text, raw = m.groups()
     op = cast(GateOp, op_text)  # the pattern admits only the four operators
-    try:
-        metric = METRIC_ALIASES.get(name.lower()) or Metric(name.lower())
-    except ValueError:
-        raise bad(f"unknown metric {name!r} (known: {', '.join(TIMING_METRICS)})") from None
+    metric = metric_named(name)
+    if metric is None:
+        raise bad(f"unknown metric {name!r} (known: {', '.join(TIMING_METRICS)})")
     v = _VALUE_RE.match(raw)
     if not v:
         raise bad(

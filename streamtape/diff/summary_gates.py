@@ -19,16 +19,14 @@ gap percentiles); their session percentiles are ``p95_gap_p95`` and so on.
 
 from __future__ import annotations
 
-import operator
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import cast
 
 from ..errors import GateError
-from .gates import Gate, GateOp, parse_gate
-from .model import METRIC_ALIASES, TIMING_METRICS, Metric, TimingRow
+from .gates import GATE_RE, Gate, GateOp, fails, metric_named, parse_gate
+from .model import TIMING_METRICS, TimingRow
 
 
 class Stat(StrEnum):
@@ -36,14 +34,6 @@ class Stat(StrEnum):
 
     P50 = "p50"
     P95 = "p95"
-
-
-_OPS: dict[GateOp, Callable[[float, float], bool]] = {
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-}
 
 
 @dataclass(frozen=True)
@@ -86,28 +76,17 @@ def check_agree(gate: AgreeGate, agree: int, pairs: int) -> SummaryGateResult:
     if pairs == 0:
         return SummaryGateResult(gate.text, None, False, "cannot check: no pairs were compared")
     share = 100.0 * agree / pairs
-    failed = _OPS[gate.op](share, gate.percent)
-    return SummaryGateResult(gate.text, share, not failed, f"{share:.1f}% agree ({agree} of {pairs})")
+    ok = not fails(gate.op, share, gate.percent)
+    return SummaryGateResult(gate.text, share, ok, f"{share:.1f}% agree ({agree} of {pairs})")
 
 
-_GATE_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|>|<)\s*(.+?)\s*$")
 _PERCENT_RE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*%$")
-
-
-def _metric(name: str) -> Metric | None:
-    n = name.lower()
-    if n in METRIC_ALIASES:
-        return METRIC_ALIASES[n]
-    try:
-        return Metric(n)
-    except ValueError:
-        return None
 
 
 def parse_fail_on(text: str) -> Gate | SummaryGate:
     """One ``--fail-on`` gate: a per-pair :class:`Gate`, or a summary gate (see the
     module). Raises :class:`GateError` naming the gate and what is wrong."""
-    m = _GATE_RE.match(text)
+    m = GATE_RE.match(text)
     if m is None:
         return parse_gate(text)  # its message says what a gate looks like
     name, op_text, raw = m.groups()
@@ -120,9 +99,9 @@ def parse_fail_on(text: str) -> Gate | SummaryGate:
         if value > 100:
             raise GateError(f"bad --fail-on gate {text!r}: a share of the pairs is at most 100%")
         return AgreeGate(text, op, value)
-    if _metric(name) is None:
+    if metric_named(name) is None:
         base, _, suffix = name.rpartition("_")
-        if suffix.lower() in (Stat.P50, Stat.P95) and _metric(base) is not None:
+        if suffix.lower() in (Stat.P50, Stat.P95) and metric_named(base) is not None:
             inner = parse_gate(f"{base}{op_text}{raw}")
             return DistributionGate(text, Stat(suffix.lower()), replace(inner, text=text))
     return parse_gate(text)
