@@ -35,13 +35,15 @@ class Style(Protocol):
     ) -> str: ...
 
 
-def _nostyle(
+def no_style(
     text: str, *, fg: str | None = None, bold: bool | None = None, dim: bool | None = None
 ) -> str:
+    """The :class:`Style` of plain text: ``text`` as it is."""
     return text
 
 
-_RULE = "─" * 72
+RULE = "─" * 72
+"""The line between one pair's report and the next."""
 _LABEL_W = 22
 """Width of the label column of the meaning and wire tables."""
 
@@ -50,17 +52,17 @@ def render_text(
     result: CassetteDiff | DiffReport, *, color: bool = False, max_diff_lines: int = 80
 ) -> str:
     """The terminal report. With ``color``, ANSI styles via :func:`click.style`."""
-    st: Style = click.style if color else _nostyle
+    st: Style = click.style if color else no_style
     result = CassetteDiff.of(result)
     out: list[str] = []
     if len(result.reports) > 1:
         out.extend(_summary(result, st))
         out.append("")
-        out.append(st(_RULE, dim=True))
+        out.append(st(RULE, dim=True))
     for n, rep in enumerate(result.reports):
         if n:
             out.append("")
-            out.append(st(_RULE, dim=True))
+            out.append(st(RULE, dim=True))
         out.extend(_report(rep, st, max_diff_lines))
     out.extend(_unpaired(result, st))
     if not result.reports and not result.unpaired:
@@ -73,7 +75,7 @@ def render_text(
 def render_report(rep: DiffReport, *, color: bool = False, max_diff_lines: int = 80) -> str:
     """One pair's sections (sides, meaning, timing, wire, gates) without a verdict line:
     the details that follow a many-pair summary (``diff -v``, ``--pair N``)."""
-    st: Style = click.style if color else _nostyle
+    st: Style = click.style if color else no_style
     return "\n".join(_report(rep, st, max_diff_lines))
 
 
@@ -103,7 +105,7 @@ def _summary(result: CassetteDiff, st: Style) -> list[str]:
                 fmt_ratio(p.duration_ratio) + gates,
             ]
         )
-    return out + _table(rows, cap=60, label_w=None)
+    return out + table_lines(rows, cap=60, label_w=None)
 
 
 def _unpaired(result: CassetteDiff, st: Style) -> list[str]:
@@ -163,14 +165,16 @@ def _state(state: Status, st: Style, ignored: bool = False) -> str:
     return st("-", dim=True)
 
 
-def _table(
+def table_lines(
     rows: Sequence[Sequence[str]],
     right: Sequence[int] = (),
     cap: int = 34,
     label_w: int | None = _LABEL_W,
 ) -> list[str]:
     """Rows of cells as aligned lines; the first column is the label column (``label_w``
-    wide, or as wide as its widest cell when None)."""
+    wide, or as wide as its widest cell when None). A column is as wide as its widest
+    cell up to ``cap``, widths counted without the styles' escapes; the columns in
+    ``right`` are aligned right. The summary's tables use it too."""
     ncol = max((len(r) for r in rows), default=0)
     widths = [
         label_w
@@ -241,7 +245,7 @@ def _meaning(m: Meaning, st: Style, max_diff_lines: int) -> list[str]:
         *(_text(m.reasoning, st, Category.REASONING in m.ignored, max_diff_lines, "reasoning")
           if m.has_reasoning else []),
         *_tools(m, st),
-        *_table(_finish_rows(m, st) + _usage_rows(m, st)),
+        *table_lines(_finish_rows(m, st) + _usage_rows(m, st)),
     ]
 
 
@@ -360,7 +364,7 @@ def _timing(rep: DiffReport, st: Style) -> list[str]:
                 fmt_value(r.delta, r.unit, signed=True),
             ]
         )
-    return [st("Timing", bold=True), *_table(rows, right=(1, 2, 3, 4))]
+    return [st("Timing", bold=True), *table_lines(rows, right=(1, 2, 3, 4))]
 
 
 def _wire(rep: DiffReport, st: Style) -> list[str]:
@@ -375,7 +379,7 @@ def _wire(rep: DiffReport, st: Style) -> list[str]:
             rows.append(
                 [f"  {h.name}", _clip(show(h.a)), _clip(show(h.b)), st("differs", fg="yellow")]
             )
-    return [st("Wire", bold=True) + "  " + verdict, *_table(rows)]
+    return [st("Wire", bold=True) + "  " + verdict, *table_lines(rows)]
 
 
 def _gates(rep: DiffReport, st: Style) -> list[str]:

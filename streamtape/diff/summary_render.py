@@ -19,39 +19,19 @@ import click
 from ..fmt import jsonable
 from .cells import fmt_ratio, fmt_value
 from .model import Category
-from .render_text import Style
+from .render_text import RULE, Style, no_style, table_lines
 from .session import MissingSide
 from .summary import Distribution, PairLine, Summary
 from .summary_gates import Stat
 
-
-def _nostyle(
-    text: str, *, fg: str | None = None, bold: bool | None = None, dim: bool | None = None
-) -> str:
-    return text
-
-
 LIST_LIMIT = 12
 """With more pairs than this the table lists only the pairs that differ or fail a gate."""
-_RULE = "─" * 72
 
 _CATEGORY_WORDS = {Category.TOOLS: "tool calls"}
 
 
-def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = (), cap: int = 60) -> list[str]:
-    ncol = max((len(r) for r in rows), default=0)
-    widths = [
-        min(cap, max((len(click.unstyle(r[i])) for r in rows if i < len(r)), default=0))
-        for i in range(ncol)
-    ]
-    out = []
-    for r in rows:
-        cells = []
-        for i, c in enumerate(r):
-            pad = " " * max(0, widths[i] - len(click.unstyle(c)))
-            cells.append(pad + c if i in right else c + pad)
-        out.append(("  " + "  ".join(cells)).rstrip())
-    return out
+def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    return table_lines(rows, right, cap=60, label_w=None)
 
 
 def _pct(n: int, of: int) -> str:
@@ -197,7 +177,7 @@ def render_summary_text(
     """The summary as terminal text (styled with ``color``); ``details`` (a pair's index
     and its full report, :func:`~streamtape.diff.render_text.render_report`) go between
     the summary and the verdict."""
-    st: Style = click.style if color else _nostyle
+    st: Style = click.style if color else no_style
     out = [*_pairs(s, st, limit), "", *_agreement(s, st)]
     if s.missing:
         out += ["", *_missing(s, st)]
@@ -208,9 +188,9 @@ def render_summary_text(
         out += ["", st("Each pair in full: -v (every pair) or --pair N (one, by its #).", dim=True)]
     for n, text in details:
         p = s.pairs[n]
-        out += ["", st(_RULE, dim=True), st(f"#{n}", bold=True) + (f"  pair {p.pair}" if p.pair else ""), text]
+        out += ["", st(RULE, dim=True), st(f"#{n}", bold=True) + (f"  pair {p.pair}" if p.pair else ""), text]
     if details:
-        out += ["", st(_RULE, dim=True)]
+        out += ["", st(RULE, dim=True)]
     out += ["", verdict_line(s, st)]
     return "\n".join(out)
 
