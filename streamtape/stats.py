@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 from .cassette import Interaction
 from .shapes import Analysis, analyze
 
 DEFAULT_STALL_MS = 1000.0
+
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +77,9 @@ class Stats:
         return d
 
 
-def percentile(values: list[int], q: float) -> int | None:
-    """Nearest-rank percentile (q in 0..100) of ``values``, or None when empty."""
+def percentile(values: Sequence[N], q: float) -> N | None:
+    """Nearest-rank percentile (q in 0..100) of ``values``, or None when empty: always one
+    of the values (a gap that happened), never a mean of two."""
     if not values:
         return None
     s = sorted(values)

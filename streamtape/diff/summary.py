@@ -13,12 +13,12 @@ checked here. No I/O, no text styling.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ..fmt import jsonable
+from ..stats import percentile
 from .cells import printable
 from .model import (
     TIMING_METRICS,
@@ -52,15 +52,6 @@ DISTRIBUTION_METRICS = (
 )
 """The per-pair figures whose spread over the pairs is summarized (the largest gap of
 each pair is left out: its spread says little the p95 gap does not)."""
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (as :func:`streamtape.stats.percentile`), of floats."""
-    if not values:
-        return None
-    s = sorted(values)
-    k = max(1, math.ceil(q / 100 * len(s)))
-    return s[min(k, len(s)) - 1]
 
 
 _Q = {Stat.P50: 50.0, Stat.P95: 95.0}

@@ -100,7 +100,7 @@ def _axes(top: float, unit: TimingUnit, xlabel: str, ylabel: str, yfrac: bool = 
         anchor = "start" if k == 0 else "end" if k == 4 else "middle"
         out.append(f'<text x="{x:.1f}" y="{_H - _BOT + 14}" text-anchor="{anchor}">{_e(_tick(v, unit))}</text>')
         yv = k / 4 if yfrac else v
-        y = _H - _BOT - (_H - _T - _BOT) * k / 4
+        y = _frac_y(k / 4)
         out.append(f'<line class="grid" x1="{_L}" y1="{y:.1f}" x2="{_W - _R}" y2="{y:.1f}"/>')
         label = f"{yv:.0%}" if yfrac else _tick(yv, unit)
         out.append(f'<text x="{_L - 6}" y="{y + 4:.1f}" text-anchor="end">{_e(label)}</text>')
