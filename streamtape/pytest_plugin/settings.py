@@ -12,10 +12,11 @@ then the command line; then the environment; then the default.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -30,6 +31,8 @@ INI_CASSETTE_DIR = "streamtape_cassette_dir"
 DEFAULT_CASSETTE_DIR = "cassettes"
 ALL_ADVERSARIAL = "adversarial:*"
 SUFFIX = ".tape"
+
+T = TypeVar("T")
 
 
 class RecordMode(StrEnum):
@@ -88,22 +91,8 @@ class RunOptions:
     @classmethod
     def of(cls, config: pytest.Config) -> RunOptions:
         """Read and check the run-wide options (raises :class:`OptionError`)."""
-        mode: RecordMode | None = None
-        source = "default"
-        cli_mode = config.getoption("streamtape_record_mode")
-        env_mode = os.environ.get(ENV_RECORD_MODE, "").strip()
-        if cli_mode:
-            mode, source = record_mode(cli_mode, "--streamtape-record-mode"), "--streamtape-record-mode"
-        elif env_mode:
-            mode, source = record_mode(env_mode, ENV_RECORD_MODE), ENV_RECORD_MODE
-        upstream: str | None = None
-        up_source = ""
-        cli_up = config.getoption("streamtape_upstream")
-        env_up = os.environ.get(ENV_UPSTREAM, "").strip()
-        if cli_up:
-            upstream, up_source = check_upstream(cli_up, "--streamtape-upstream"), "--streamtape-upstream"
-        elif env_up:
-            upstream, up_source = check_upstream(env_up, ENV_UPSTREAM), ENV_UPSTREAM
+        mode, source = _cli_or_env(config, "--streamtape-record-mode", ENV_RECORD_MODE, record_mode)
+        upstream, up_source = _cli_or_env(config, "--streamtape-upstream", ENV_UPSTREAM, check_upstream)
         profiles = tuple(config.getoption("streamtape_profile") or ())
         try:
             expand_profiles(profiles)  # each one parsed: a bad one is an error now
@@ -114,7 +103,22 @@ class RunOptions:
         if raw_dir:
             base = config.inipath.parent if config.inipath else config.rootpath
             cassette_dir = base / raw_dir
-        return cls(mode, source, upstream, up_source, profiles, cassette_dir)
+        return cls(mode, source or "default", upstream, up_source, profiles, cassette_dir)
+
+
+def _cli_or_env(
+    config: pytest.Config, flag: str, env: str, check: Callable[[object, str], T]
+) -> tuple[T | None, str]:
+    """The value of command-line option ``flag``, else of environment variable ``env``,
+    checked by ``check`` (which names where a bad one came from), and that source;
+    ``(None, "")`` when neither is set. The command line wins."""
+    cli = config.getoption(flag)
+    if cli:
+        return check(cli, flag), flag
+    from_env = os.environ.get(env, "").strip()
+    if from_env:
+        return check(from_env, env), env
+    return None, ""
 
 
 def record_mode(value: object, where: str) -> RecordMode:
