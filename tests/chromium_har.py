@@ -40,8 +40,10 @@ _IMPORT = """(async () => {
     let text = null, base64 = null;
     try { text = data.text; } catch (e) {}
     try { base64 = data.base64; } catch (e) {}
-    out.push({method: r.requestMethod, url: r.url(), status: r.statusCode, mimeType: r.mimeType,
-              headersEnd: r.timing ? r.timing.receiveHeadersEnd : null, text, base64});
+    out.push({method: r.requestMethod, url: r.url(), status: r.statusCode, mimeType: r.mimeType || null,
+              headersEnd: r.timing ? r.timing.receiveHeadersEnd : null, text, base64,
+              resourceType: r.resourceType().name(),
+              frames: r.frames().map(f => [f.type, f.opCode, f.text])});
   }
   return JSON.stringify(out);
 })()"""

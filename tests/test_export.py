@@ -23,7 +23,16 @@ from mitmproxy import http as mhttp
 from mitmproxy.io import FlowReader
 
 import streamtape
-from streamtape.cassette import Interaction, Outcome, Request
+from streamtape.cassette import (
+    Direction,
+    Interaction,
+    Message,
+    Outcome,
+    Request,
+    Response,
+    Setup,
+    WebSocketSession,
+)
 from tests import chromium_har, har_schema
 from tests import interop_capture as cap
 from tests.builders import MS, chat_events, interaction
@@ -57,7 +66,29 @@ def odd_ixs() -> list[Interaction]:
         interaction(["café".encode("latin-1")], content_type="text/plain; charset=iso-8859-1",
                     framing="close-delimited"),
         interaction(words, framing="frames", framing_header=False),
+        replace(interaction(words), setup=Setup(wait_ns=200_000, tcp_ns=900_000, tls_ns=81 * MS)),
+        session_ix(),
     ]
+
+
+def session_ix() -> Interaction:
+    """A WebSocket session: the upgrade, the 101, messages both ways (text and binary), the close."""
+    return Interaction(
+        Request("GET", "https://api.test/v1/realtime?model=m", headers=(("Upgrade", "websocket"),),
+                started_at=1764500001.5),
+        Response(101, "Switching Protocols", headers=(("Upgrade", "websocket"), ("Connection", "Upgrade")),
+                 framing="none", headers_at_ns=40 * MS),
+        end_ns=300 * MS,
+        websocket=WebSocketSession(
+            (
+                Message(50 * MS, Direction.CLIENT, True, b'{"type":"response.create"}'),
+                Message(120 * MS, Direction.SERVER, True, '{"type":"response.output_text.delta","delta":"日"}'.encode()),
+                Message(130 * MS, Direction.SERVER, False, b"\x00\xffaudio"),
+                Message(200 * MS, Direction.SERVER, True, b'{"type":"response.done"}'),
+            ),
+            1000, "bye", Direction.CLIENT,
+        ),
+    )
 
 
 def export(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -313,8 +344,17 @@ def test_chromium_devtools_har_importer_reads_the_exported_har(
             assert got["status"] == 0
             continue
         assert got["status"] == ix.response.status
+        if ix.websocket is not None:
+            # The WebSocket panel's frames: Chromium reads them from _webSocketMessages.
+            assert got["resourceType"] == "websocket"
+            assert [(t, op) for t, op, _ in got["frames"]] == [
+                ("send" if m.direction == "client" else "receive", 1 if m.text else 2) for m in ix.websocket.messages
+            ]
+            continue
         assert got["mimeType"].split(";")[0] == ix.response.content_type
-        assert got["headersEnd"] == pytest.approx(ix.response.headers_at_ns / MS)
+        # Chromium counts the head from the start of the request: a new connection's setup first.
+        setup_ns = sum(ix.setup.marks.values()) if ix.setup is not None else 0
+        assert got["headersEnd"] == pytest.approx((setup_ns + ix.response.headers_at_ns) / MS)
         body = ix.response.body
         if ix.response.header("content-encoding") == "gzip":
             body = gzip.decompress(body)
@@ -327,3 +367,28 @@ def test_chromium_devtools_har_importer_refuses_a_har_without_entries(tmp_path: 
     with pytest.raises(RuntimeError, match=r"log\.entries is expected to be an array"):
         chromium_har.import_har(json.dumps({"log": {"version": "1.2", "creator": {"name": "x", "version": "1"}}}),
                                 tmp_path / "chromium-profile")
+
+
+def test_har_keeps_a_session_for_chromium_and_the_setup_marks_in_har_timings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tape, out = tmp_path / "src.tape", tmp_path / "out.har"
+    streamtape.save(tape, odd_ixs()[-2:])
+    assert export(capsys, tape, "--har", out)[0] == 0
+    setup_entry, session_entry = json.loads(out.read_text())["log"]["entries"]
+    assert setup_entry["timings"]["connect"] == pytest.approx(81.9)
+    assert setup_entry["timings"]["ssl"] == pytest.approx(81.0)
+    assert session_entry["_resourceType"] == "websocket"
+    sent = [(m["type"], m["opcode"]) for m in session_entry["_webSocketMessages"]]
+    assert sent == [("send", 1), ("receive", 1), ("receive", 2), ("receive", 1)]
+    assert session_entry["_webSocketMessages"][1]["data"] == '{"type":"response.output_text.delta","delta":"日"}'
+
+
+def test_vcr_export_leaves_out_a_websocket_session_and_says_so(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    tape, out = tmp_path / "src.tape", tmp_path / "out.yaml"
+    streamtape.save(tape, [session_ix(), gzip_ix()])
+    code, stdout, err = export(capsys, tape, "--vcr", out)
+    assert code == 0
+    assert "wrote 1 interactions" in stdout
+    assert "interaction 0: a WebSocket session: VCR cassettes hold HTTP only, left out" in err

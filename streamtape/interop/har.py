@@ -26,7 +26,16 @@ and what HAR cannot say goes in an ``_streamtape`` extension on each entry::
                                             body (not UTF-8); absent otherwise
       "framing": "chunked", "headers_at_ns": 1200000, "end_ns": 315700000,
       "outcome": "complete", "error": null, "started_at": 1764500000.123456,
-      "labels": {"backend": "llama.cpp"}
+      "labels": {"backend": "llama.cpp"},
+      "setup": {"wait_ns": 0, "tcp_ns": 900000, "tls_ns": 81000000},
+                                            the upstream connection's setup (absent when
+                                            none was recorded); HAR's own timings.connect
+                                            and timings.ssl say it in milliseconds
+      "websocket": {"messages": [[offset_ns, "client"|"server", text, "<base64>"], ...],
+                    "close": {"code": 1000, "reason": "", "by": "client"}}
+                                            a WebSocket session (absent for HTTP); its
+                                            messages also go in Chromium's own
+                                            ``_webSocketMessages`` list, which devtools shows
     }
 
 so importing an exported HAR gives every interaction back exactly: pieces,
@@ -48,7 +57,21 @@ from urllib.parse import parse_qsl, urlsplit
 from mitmproxy.net.http.headers import infer_content_encoding
 
 from .. import __version__
-from ..cassette import Headers, Interaction, Outcome, Piece, Request, Response
+from ..cassette import (
+    Direction,
+    Headers,
+    Interaction,
+    Message,
+    Outcome,
+    Piece,
+    Request,
+    Response,
+    WebSocketSession,
+    decode_close,
+    decode_setup,
+    encode_close,
+    encode_setup,
+)
 from ..errors import InteropError
 from ..redaction import Redaction
 from ..wire import header_value
@@ -311,8 +334,43 @@ def _exact(entry: dict[str, Any], ext: Any, redaction: Redaction) -> Interaction
         error=None if ext.get("error") is None else str(ext["error"]),
         end_ns=None if end_ns is None else int(end_ns),
         labels=labels,
+        setup=decode_setup(ext["setup"]) if ext.get("setup") else None,
+        websocket=_session_in(ext["websocket"]) if ext.get("websocket") else None,
     )
     return redacted(ix, redaction)
+
+
+def _session_in(d: Any) -> WebSocketSession:
+    """The WebSocket session of an exported entry's extension."""
+    if not isinstance(d, dict) or not isinstance(d.get("messages"), list):
+        raise Malformed(f"{EXTENSION}.websocket has no message list")
+    messages = tuple(
+        Message(int(at), Direction(str(direction)), bool(text), base64.b64decode(data))
+        for at, direction, text, data in d["messages"]
+    )
+    code, reason, by = decode_close(d.get("close") or {})
+    return WebSocketSession(messages, code, reason, by)
+
+
+def _session_out(ws: WebSocketSession, started_at: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A session as the extension keeps it (exact), and as Chromium's ``_webSocketMessages``."""
+    exact = {
+        "messages": [
+            [m.at_ns, str(m.direction), m.text, base64.b64encode(m.data).decode("ascii")]
+            for m in ws.messages
+        ],
+        "close": encode_close(ws),
+    }
+    chromium = [
+        {
+            "type": "send" if m.direction == Direction.CLIENT else "receive",
+            "time": started_at + m.at_ns / 1e9,
+            "opcode": 1 if m.text else 2,
+            "data": m.data.decode("utf-8", "replace") if m.text else base64.b64encode(m.data).decode("ascii"),
+        }
+        for m in ws.messages
+    ]
+    return exact, chromium
 
 
 # --------------------------------------------------------------------------
@@ -440,21 +498,34 @@ def entry(ix: Interaction, n: int, notes: Notes) -> dict[str, Any]:
         started_at=rq.started_at,
         labels=dict(ix.labels),
     )
+    if ix.setup is not None:
+        ext["setup"] = encode_setup(ix.setup)
     wait_ms = head_at / 1e6
     receive_ms = (end_ns - head_at) / 1e6
+    # HAR's connect is the whole new-connection setup (an upstream proxy's
+    # CONNECT included), ssl the TLS part of it; both None on a reused connection.
+    marks = ix.setup.marks if ix.setup is not None else {}
+    connect_ns = sum(marks.values()) if marks else None
+    tls_ns = marks.get("tls")
     out: dict[str, Any] = {
         "startedDateTime": _iso(rq.started_at),
-        "time": wait_ms + receive_ms,
+        "time": wait_ms + receive_ms + (connect_ns or 0) / 1e6,
         "request": request,
         "response": response,
         "cache": {},
         "timings": {
-            "blocked": -1, "dns": -1, "connect": -1, "ssl": -1,
+            # HAR 1.2: connect includes ssl; -1 when no new connection was made.
+            "blocked": -1, "dns": -1,
+            "connect": -1 if connect_ns is None else connect_ns / 1e6,
+            "ssl": -1 if tls_ns is None else tls_ns / 1e6,
             "send": 0, "wait": wait_ms, "receive": receive_ms,
         },
     }
     if ix.outcome is not Outcome.COMPLETE:
         out["comment"] = f"streamtape: {ix.outcome}" + (f" ({ix.error})" if ix.error else "")
+    if ix.websocket is not None:
+        ext["websocket"], out["_webSocketMessages"] = _session_out(ix.websocket, rq.started_at)
+        out["_resourceType"] = "websocket"
     out[EXTENSION] = ext
     return out
 

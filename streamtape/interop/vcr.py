@@ -293,6 +293,9 @@ def document(interactions: Iterable[Interaction]) -> tuple[dict[str, Any], list[
     items: list[dict[str, Any]] = []
     for n, ix in enumerate(interactions):
         r = ix.response
+        if ix.websocket is not None:
+            notes.add(f"interaction {n}: a WebSocket session: VCR cassettes hold HTTP only, left out")
+            continue
         if r is None:
             notes.add(f"interaction {n}: no response head ({ix.outcome}): a VCR cassette cannot hold it, left out")
             continue
