@@ -24,90 +24,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: streamtape, bench
+
+from bench._common import Upstream, client, pct
 
 PLAIN_ADDON = """
 def responseheaders(flow):
     flow.response.stream = True
 """
-
-
-class Upstream:
-    def __init__(self, events: int, gap_s: float) -> None:
-        self.events, self.gap_s = events, gap_s
-        self.short = False
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.head_sent_ns: list[int] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                s, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
-
-    def _serve(self, s: socket.socket) -> None:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = s.recv(65536)
-            if not d:
-                return
-            buf += d
-        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        self.head_sent_ns.append(time.perf_counter_ns())
-        deadline = time.perf_counter() + 0.05
-        for _ in range(1 if self.short else self.events):
-            while (left := deadline - time.perf_counter()) > 0:
-                time.sleep(left if left > 0.002 else 0)
-            ev = b'data: {"t": %d, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}\n\n' % time.perf_counter_ns()
-            s.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
-            deadline += self.gap_s
-        s.sendall(b"0\r\n\r\n")
-        s.close()
-
-
-def client(port: int) -> tuple[list[float], float, int]:
-    """Per-event latencies (ms), header latency (ms, from the upstream's write) and body size."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n\r\n")
-    buf = b""
-    lat: list[float] = []
-    head_ns = None
-    size = 0
-    while True:
-        d = s.recv(65536)
-        now = time.perf_counter_ns()
-        if not d:
-            break
-        if head_ns is None:
-            head_ns = now
-        buf += d
-        size += len(d)
-        *complete, buf = buf.split(b"\n\n")  # an event is done at its blank line
-        for ev in complete:
-            if m := re.search(rb'"t": (\d+)', ev):
-                lat.append((now - int(m.group(1))) / 1e6)
-        if d.endswith(b"0\r\n\r\n"):
-            break
-    s.close()
-    return lat, (head_ns or 0), size
 
 
 def wait_port(port: int, timeout: float = 30) -> None:
@@ -125,11 +58,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
 def main() -> None:
@@ -163,15 +91,13 @@ def main() -> None:
             order = list(paths) if r % 2 == 0 else list(reversed(paths))
             for name in order:
                 print(f"round {r + 1}/{a.rounds}: {name} ({a.events} events, {a.gap_ms} ms apart)...", file=sys.stderr, flush=True)
-                n_heads = len(up.head_sent_ns)
-                ls, head_ns, size = client(paths[name])
-                lat[name] += ls
+                lat[name] += client(paths[name]).latencies_ms
         up.short = True
         print(f"headers: {a.head_requests} short streams per path...", file=sys.stderr, flush=True)
         for _ in range(a.head_requests):
             for name in paths:
                 n_heads = len(up.head_sent_ns)
-                _, head_ns, _ = client(paths[name])
+                head_ns = client(paths[name]).head_ns
                 head[name].append((head_ns - up.head_sent_ns[n_heads]) / 1e6)
         time.sleep(1.5)
     finally:

@@ -37,120 +37,34 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: streamtape, bench
+
+from bench._common import SSE_HEAD, ThreadedServer, Upstream, client, pct, read_head, send_paced
 
 
-class Upstream:
-    """The primary: timestamped SSE events, ``gap_s`` apart, 50 ms after the head."""
-
-    def __init__(self, events: int, gap_s: float) -> None:
-        self.events, self.gap_s = events, gap_s
-        self.short = False
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.head_sent_ns: list[int] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                s, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
-
-    def _serve(self, s: socket.socket) -> None:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = s.recv(65536)
-            if not d:
-                return
-            buf += d
-        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        self.head_sent_ns.append(time.perf_counter_ns())
-        deadline = time.perf_counter() + 0.05
-        for _ in range(1 if self.short else self.events):
-            while (left := deadline - time.perf_counter()) > 0:
-                time.sleep(left if left > 0.002 else 0)
-            ev = b'data: {"t": %d, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}\n\n' % time.perf_counter_ns()
-            s.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
-            deadline += self.gap_s
-        s.sendall(b"0\r\n\r\n")
-        s.close()
-
-
-class BusyShadow:
+class BusyShadow(ThreadedServer):
     """A shadow that streams ``pieces`` small chunks ``gap_s`` apart for every request."""
 
     def __init__(self, pieces: int, gap_s: float) -> None:
         self.pieces, self.gap_s = pieces, gap_s
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
         self.served = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                s, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
-
-    def _serve(self, s: socket.socket) -> None:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = b""
+    def serve(self, s: socket.socket) -> None:
+        buf: bytes | None = b""
         try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    d = s.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                _, _, buf = buf.partition(b"\r\n\r\n")
+            while (buf := read_head(s, buf)) is not None:
                 self.served += 1
-                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-                deadline = time.perf_counter()
-                for i in range(self.pieces):
-                    while (left := deadline - time.perf_counter()) > 0:
-                        time.sleep(left if left > 0.002 else 0)
-                    ev = b'data: {"i": %d}\n\n' % i
-                    s.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
-                    deadline += self.gap_s
-                s.sendall(b"0\r\n\r\n")
+                s.sendall(SSE_HEAD)
+                send_paced(s, self.pieces, self.gap_s, time.perf_counter(), lambda i: b'data: {"i": %d}\n\n' % i)
         except OSError:
             return
         finally:
             s.close()
 
 
-def client(port: int) -> tuple[list[float], int]:
-    """Per-event latencies (ms) and when the head arrived (perf_counter_ns)."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n"
-              b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-    buf = b""
-    lat: list[float] = []
-    head_ns = None
-    while True:
-        d = s.recv(65536)
-        now = time.perf_counter_ns()
-        if not d:
-            break
-        if head_ns is None:
-            head_ns = now
-        buf += d
-        *complete, buf = buf.split(b"\n\n")
-        for ev in complete:
-            if m := re.search(rb'"t": (\d+)', ev):
-                lat.append((now - int(m.group(1))) / 1e6)
-        if d.endswith(b"0\r\n\r\n"):
-            break
-    s.close()
-    return lat, head_ns or 0
+CHAT_REQUEST = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
 
 
 def start_recorder(args: list[str]) -> tuple[subprocess.Popen[str], int]:
@@ -165,11 +79,6 @@ def start_recorder(args: list[str]) -> tuple[subprocess.Popen[str], int]:
             threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
             return proc, int(m.group(1))
     raise SystemExit(f"the recorder did not start (exit {proc.wait()}): {''.join(seen)}")
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
 def main() -> None:
@@ -201,15 +110,14 @@ def main() -> None:
             order = list(paths) if r % 2 == 0 else list(reversed(paths))
             for name in order:
                 print(f"round {r + 1}/{a.rounds}: {name} ({a.events} events, {a.gap_ms} ms apart)...", file=sys.stderr, flush=True)
-                ls, _ = client(paths[name])
-                lat[name] += ls
+                lat[name] += client(paths[name], CHAT_REQUEST).latencies_ms
                 time.sleep(a.shadow_pieces * a.shadow_gap_ms / 1000 * 0.2)  # let the last shadow stream drain
         up.short = True
         print(f"headers: {a.head_requests} short streams per path...", file=sys.stderr, flush=True)
         for _ in range(a.head_requests):
             for name in paths:
                 n = len(up.head_sent_ns)
-                _, head_ns = client(paths[name])
+                head_ns = client(paths[name], CHAT_REQUEST).head_ns
                 head[name].append((head_ns - up.head_sent_ns[n]) / 1e6)
     finally:
         for proc, _ in recorders.values():

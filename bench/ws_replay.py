@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import websockets
 
+from bench._common import pct
 from streamtape.cassette import Direction, Interaction, Message, Request, Response, WebSocketSession
 from streamtape.serve import ReplayServer
 from tests.builders import MS, interaction
@@ -86,7 +87,7 @@ async def http_lateness(port: int, count: int, gap_ms: int) -> list[float]:
 
 
 def summary(xs: list[float]) -> tuple[float, float]:
-    return statistics.median(xs), sorted(xs)[int(len(xs) * 0.95)]
+    return statistics.median(xs), pct(xs, 95)
 
 
 def spread(values: list[float]) -> str:
