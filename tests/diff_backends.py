@@ -19,8 +19,8 @@ import httpx
 import streamtape
 from streamtape import Interaction
 from tests.builders import chat_events, ndjson, sse
-from tests.recording import recording
-from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer
+from tests.recording import record_scenarios
+from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, by_scenario
 
 WORDS = ["Hello", " there", ",", " wörld", " & <friends>", "!"]
 TEXT = "".join(WORDS)
@@ -91,13 +91,7 @@ def write_chunks(
 
     def handle(req: Received, c: Conn) -> None:
         c.head(200, [*headers, ("Date", "Mon, 30 Nov 2026 12:00:00 GMT"), ("X-Request-Id", req.path + str(id(req)))])
-        if first_delay:
-            c.sleep(first_delay)
-        for i, p in enumerate(pieces):
-            if i and gap:
-                c.sleep(gap)
-            c.chunk(p)
-        c.end_chunks()
+        c.chunked(pieces, gap, first_delay)
 
     return handle
 
@@ -154,28 +148,22 @@ SCENARIOS: dict[str, tuple[str, bytes, Handler]] = {
 }
 
 
-def scripted(req: Received, c: Conn) -> str | None:
-    name = next(v for k, v in req.headers if k.lower() == "x-scenario")
-    return SCENARIOS[name][2](req, c)
-
-
 def record_each(folder: Path) -> dict[str, Path]:
     """Every scenario recorded once through ``streamtape record``; one cassette each."""
-    everything = folder / "all.tape"
-    with ScriptedServer({"*": scripted}) as up, recording(everything, upstream=up.url) as rec:
-        with httpx.Client(timeout=10) as client:
-            for name, (path, body, _) in SCENARIOS.items():
-                headers = {"Content-Type": "application/json", "X-Scenario": name}
-                with client.stream("POST", rec.url + path, content=body, headers=headers) as r:
-                    assert r.status_code == 200
-                    r.read()
-        rec.wait_lines(len(SCENARIOS))
-    cas = streamtape.load(everything)
-    assert len(cas) == len(SCENARIOS)
+    up = ScriptedServer({"*": by_scenario({name: handler for name, (_, _, handler) in SCENARIOS.items()})})
+    with up, httpx.Client(timeout=10) as client:
+
+        def send(url: str, name: str) -> None:
+            path, body, _ = SCENARIOS[name]
+            headers = {"Content-Type": "application/json", "X-Scenario": name}
+            with client.stream("POST", url + path, content=body, headers=headers) as r:
+                assert r.status_code == 200
+                r.read()
+
+        recorded = record_scenarios(folder / "all.tape", up.url, list(SCENARIOS), send)
     out = {}
-    for ix in cas:
-        scenario = ix.request.header("x-scenario")
-        assert scenario is not None
+    for scenario, ix in recorded.interactions.items():
+        assert ix.request.header("x-scenario") == scenario
         assert ix.outcome == "complete", (scenario, ix.error)
         out[scenario] = folder / f"{scenario}.tape"
         streamtape.save(out[scenario], [ix])

@@ -6,6 +6,7 @@
   first and passing it to the child races with every other process on the
   machine; the child binding port 0 cannot.
 - :func:`recording`: ``streamtape record`` as a context manager.
+- :func:`record_scenarios`: one interaction per named scenario, recorded that way.
 - :func:`run_main`: any command in-process through the CLI entry point.
 """
 
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from typing import IO
 
 import pytest
 
+import streamtape
+from streamtape import Interaction
 from streamtape.cli import main
 from tests.builders import wait_until
 
@@ -124,6 +127,30 @@ def recording(out: Path, *args: str, upstream: str | None = None, extra: Sequenc
     finally:
         if proc.poll() is None:
             rp.stop()
+
+
+@dataclass(frozen=True)
+class Scenarios:
+    """A cassette of named scenarios, one interaction each, in the order they were sent."""
+
+    path: Path
+    interactions: dict[str, Interaction]
+    index: dict[str, int]
+    """Each scenario's position in the cassette (``show -i N``)."""
+
+
+def record_scenarios(out: Path, upstream: str, names: Sequence[str], send: Callable[[str, str], None]) -> Scenarios:
+    """Each named scenario recorded once, in order, through the real ``streamtape record``
+    in front of ``upstream``. ``send(url, name)`` makes scenario ``name``'s request to the
+    recorder at ``url`` and reads its whole response; the upstream tells the scenarios
+    apart by the request's ``X-Scenario`` header (:func:`tests.servers.by_scenario`)."""
+    with recording(out, upstream=upstream) as rec:
+        for name in names:
+            send(rec.url, name)
+        rec.wait_lines(len(names))
+    ixs = streamtape.load(out)
+    assert len(ixs) == len(names), f"{len(ixs)} interactions recorded for {len(names)} scenarios"
+    return Scenarios(out, dict(zip(names, ixs, strict=True)), {n: i for i, n in enumerate(names)})
 
 
 def run_main(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

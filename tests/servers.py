@@ -22,7 +22,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tests.builders import CHAT_BODY
@@ -34,6 +34,10 @@ class Received:
     path: str
     headers: list[tuple[str, str]]
     body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (any case), or None."""
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
 
 
 class Conn:
@@ -56,6 +60,17 @@ class Conn:
     def end_chunks(self) -> None:
         self.raw(b"0\r\n\r\n")
 
+    def chunked(self, pieces: Iterable[bytes], gap: float = 0.0, first_delay: float = 0.0) -> None:
+        """A chunked body after the head: ``first_delay`` seconds, then each piece as one
+        HTTP chunk ``gap`` seconds apart, then the last chunk."""
+        if first_delay:
+            self.sleep(first_delay)
+        for i, p in enumerate(pieces):
+            if i and gap:
+                self.sleep(gap)
+            self.chunk(p)
+        self.end_chunks()
+
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
@@ -67,6 +82,18 @@ class Conn:
 
 Handler = Callable[[Received, Conn], str | None]
 """Writes one response; returns "close" to close the connection after it."""
+
+
+def by_scenario(handlers: Mapping[str, Handler]) -> Handler:
+    """One route for many scripted responses: the request's ``X-Scenario`` header names
+    the handler (headers take no part in pairing or matching unless asked)."""
+
+    def route(req: Received, c: Conn) -> str | None:
+        name = req.header("x-scenario")
+        assert name is not None, f"no X-Scenario header on {req.method} {req.path}"
+        return handlers[name](req, c)
+
+    return route
 
 
 @dataclass
@@ -153,16 +180,19 @@ SSE_HEADERS = [
 ]
 
 
-def sse_events(events: Sequence[bytes], gap: float = 0.0, headers: Sequence[tuple[str, str]] = SSE_HEADERS) -> Handler:
-    """Chunked SSE: one HTTP chunk per event, ``gap`` seconds apart."""
+def sse_events(
+    events: Sequence[bytes],
+    gap: float = 0.0,
+    headers: Sequence[tuple[str, str]] = SSE_HEADERS,
+    *,
+    first_delay: float = 0.0,
+) -> Handler:
+    """Chunked SSE: one HTTP chunk per event, ``gap`` seconds apart, the first
+    ``first_delay`` seconds after the head."""
 
     def handle(req: Received, c: Conn) -> None:
         c.head(200, headers)
-        for i, ev in enumerate(events):
-            if i and gap:
-                c.sleep(gap)
-            c.chunk(ev)
-        c.end_chunks()
+        c.chunked(events, gap, first_delay)
 
     return handle
 
@@ -172,11 +202,7 @@ def ndjson_lines(objs: Sequence[dict[str, object]], gap: float = 0.0) -> Handler
 
     def handle(req: Received, c: Conn) -> None:
         c.head(200, [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")])
-        for i, o in enumerate(objs):
-            if i and gap:
-                c.sleep(gap)
-            c.chunk(json.dumps(o).encode() + b"\n")
-        c.end_chunks()
+        c.chunked((json.dumps(o).encode() + b"\n" for o in objs), gap)
 
     return handle
 

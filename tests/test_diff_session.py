@@ -73,7 +73,7 @@ def backend(side: str) -> Handler:
     gap = GAP_A if side == "A" else GAP_B
 
     def handle(req: Received, c: Conn) -> None:
-        scenario = next(v for k, v in req.headers if k.lower() == "x-scenario")
+        scenario = req.header("x-scenario")
         if scenario == "tools":
             events = tool_events("Paris" if side == "A" else "Lyon")
         elif side == "B" and scenario == "word":
@@ -83,13 +83,7 @@ def backend(side: str) -> Handler:
         else:
             events = text_events(WORDS)
         c.head(200, SSE_HEADERS)
-        if side == "B":
-            c.sleep(WAIT_B)
-        for i, ev in enumerate(events):
-            if i:
-                c.sleep(gap)
-            c.chunk(ev)
-        c.end_chunks()
+        c.chunked(events, gap, first_delay=WAIT_B if side == "B" else 0.0)
 
     return handle
 

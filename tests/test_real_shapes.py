@@ -15,21 +15,27 @@ the real ``streamtape record``; the tests read the cassette.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
 import streamtape
-from streamtape import Interaction
 from streamtape.check import check
 from streamtape.shapes import analyze, decoded_body
 from streamtape.stats import compute
 from tests.builders import sse
-from tests.recording import recording, run_main
-from tests.servers import SSE_HEADERS, Conn, Received, ScriptedServer
+from tests.recording import Scenarios, record_scenarios, recording, run_main
+from tests.servers import (
+    SSE_HEADERS,
+    Conn,
+    Handler,
+    Received,
+    ScriptedServer,
+    by_scenario,
+    sse_events,
+)
 
 try:  # what mitmproxy 12 installs (the standard library's own from Python 3.14)
     from backports import zstd
@@ -135,26 +141,18 @@ ZSTD_EVENTS = [
 # The upstream
 
 
-def plain(events: list[bytes]) -> Callable[[Received, Conn], None]:
-    def handle(req: Received, c: Conn) -> None:
-        c.head(200, SSE_HEADERS)
-        for i, ev in enumerate(events):
-            if i:
-                c.sleep(GAP)
-            c.chunk(ev)
-        c.end_chunks()
-
-    return handle
+def plain(events: list[bytes]) -> Handler:
+    return sse_events(events, GAP)
 
 
-def zstd_sse(events: list[bytes], *, frame_per_event: bool) -> Callable[[Received, Conn], None]:
+def zstd_sse(events: list[bytes], *, frame_per_event: bool) -> Handler:
     """A zstd-encoded SSE body when the client accepts zstd: one compressor flushed
     after each event (one frame for the body), or one frame per event."""
 
     assert zstd is not None
 
     def handle(req: Received, c: Conn) -> None:
-        accept = next((v for k, v in req.headers if k.lower() == "accept-encoding"), "")
+        accept = req.header("accept-encoding") or ""
         assert "zstd" in accept, f"the client did not ask for zstd: {accept!r}"
         c.head(200, [*SSE_HEADERS, ("Content-Encoding", "zstd")])
         comp = zstd.ZstdCompressor()
@@ -172,7 +170,7 @@ def zstd_sse(events: list[bytes], *, frame_per_event: bool) -> Callable[[Receive
     return handle
 
 
-HANDLERS: dict[str, Callable[[Received, Conn], None]] = {
+HANDLERS: dict[str, Handler] = {
     "mislabelled": plain(MISLABELLED),
     "n2": plain(N2),
     "refusal": plain(REFUSAL),
@@ -185,52 +183,39 @@ PATHS = {"completions": "/v1/completions"}
 
 
 def server() -> ScriptedServer:
-    def route(req: Received, c: Conn) -> None:
-        name = next(v for k, v in req.headers if k.lower() == "x-scenario")
-        HANDLERS[name](req, c)
-
+    route = by_scenario(HANDLERS)
     return ScriptedServer({"/v1/chat/completions": route, "/v1/completions": route})
 
 
-@dataclass
-class Recorded:
-    path: Path
-    ix: dict[str, Interaction]
-    index: dict[str, int]
+def send(url: str, name: str) -> None:
+    headers = {"X-Scenario": name}
+    if name.startswith("zstd"):
+        headers["Accept-Encoding"] = "gzip, deflate, br, zstd"  # what the SDKs send
+    path = PATHS.get(name, "/v1/chat/completions")
+    with httpx.stream("POST", url + path, headers=headers, timeout=30, json={"model": "m", "stream": True}) as r:
+        assert r.status_code == 200
+        b"".join(r.iter_raw())  # raw: httpx here has no zstd decoder of its own
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    out = tmp_path_factory.mktemp("shapes") / "shapes.tape"
-    names = list(HANDLERS)
-    with server() as up, recording(out, upstream=up.url) as rec:
-        for name in names:
-            headers = {"X-Scenario": name}
-            if name.startswith("zstd"):
-                headers["Accept-Encoding"] = "gzip, deflate, br, zstd"  # what the SDKs send
-            path = PATHS.get(name, "/v1/chat/completions")
-            with httpx.stream("POST", rec.url + path, headers=headers, timeout=30,
-                              json={"model": "m", "stream": True}) as r:
-                assert r.status_code == 200
-                b"".join(r.iter_raw())  # raw: httpx here has no zstd decoder of its own
-        rec.wait_lines(len(names))
-    ixs = streamtape.load(out)
-    yield Recorded(out, dict(zip(names, ixs, strict=True)), {n: i for i, n in enumerate(names)})
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Scenarios:
+    with server() as up:
+        return record_scenarios(tmp_path_factory.mktemp("shapes") / "shapes.tape", up.url, list(HANDLERS), send)
 
 
 # ---------------------------------------------------------------------------
 # Format from structure
 
 
-def test_chat_deltas_labelled_text_completion_are_read_as_chat(recorded: Recorded) -> None:
-    a = analyze(recorded.ix["mislabelled"])
+def test_chat_deltas_labelled_text_completion_are_read_as_chat(recorded: Scenarios) -> None:
+    a = analyze(recorded.interactions["mislabelled"])
     assert a.shape == "openai-chat"
     assert a.text == "".join(MISLABELLED_WORDS)
     assert a.finish is not None and a.finish.reason == "stop" and a.done
 
 
-def test_legacy_completions_with_logprobs_assemble_their_text(recorded: Recorded) -> None:
-    ix = recorded.ix["completions"]
+def test_legacy_completions_with_logprobs_assemble_their_text(recorded: Scenarios) -> None:
+    ix = recorded.interactions["completions"]
     a = analyze(ix)
     assert a.shape == "openai-completions"
     assert a.text == "".join(COMPLETION_WORDS)
@@ -242,8 +227,8 @@ def test_legacy_completions_with_logprobs_assemble_their_text(recorded: Recorded
 # n > 1, refusals, logprobs
 
 
-def test_every_choice_is_assembled_with_its_own_text_tool_calls_and_finish(recorded: Recorded) -> None:
-    a = analyze(recorded.ix["n2"])
+def test_every_choice_is_assembled_with_its_own_text_tool_calls_and_finish(recorded: Scenarios) -> None:
+    a = analyze(recorded.interactions["n2"])
     assert [c.index for c in a.choices] == [0, 1]
     first, second = a.choices
     assert first.text == "".join(N2_WORDS) and not first.tool_calls
@@ -255,12 +240,12 @@ def test_every_choice_is_assembled_with_its_own_text_tool_calls_and_finish(recor
     # The analysis's own fields are choice 0's, as before.
     assert (a.text, a.tool_calls, a.finish) == (first.text, first.tool_calls, first.finish)
     assert a.usage is not None and a.usage.completion_tokens == 13
-    codes = {(f.code, f.message.split(":")[0]) for f in check(recorded.ix["n2"], a)}
+    codes = {(f.code, f.message.split(":")[0]) for f in check(recorded.interactions["n2"], a)}
     assert ("finish-length", "choice 0") in codes
 
 
 def test_show_text_prints_each_choice_and_json_carries_each_choice(
-        recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+        recorded: Scenarios, capsys: pytest.CaptureFixture[str]) -> None:
     i = str(recorded.index["n2"])
     code, out, _ = run_main("show", recorded.path, "-i", i, "--text", capsys=capsys)
     assert code == 0
@@ -279,8 +264,8 @@ def test_show_text_prints_each_choice_and_json_carries_each_choice(
 
 
 def test_a_refusal_is_surfaced_as_such_and_is_not_answer_text(
-        recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
-    ix = recorded.ix["refusal"]
+        recorded: Scenarios, capsys: pytest.CaptureFixture[str]) -> None:
+    ix = recorded.interactions["refusal"]
     a = analyze(ix)
     assert a.refusal == "".join(REFUSAL_PARTS) and a.text == ""
     assert [e.text for e in a.events if e.kind == "refusal"] == REFUSAL_PARTS
@@ -300,8 +285,8 @@ def test_a_refusal_is_surfaced_as_such_and_is_not_answer_text(
 
 @needs_zstd
 @pytest.mark.parametrize("name", ["zstd", "zstd-frames"])
-def test_zstd_body_is_recorded_as_it_came_and_decoded_for_analysis(recorded: Recorded, name: str) -> None:
-    ix = recorded.ix[name]
+def test_zstd_body_is_recorded_as_it_came_and_decoded_for_analysis(recorded: Scenarios, name: str) -> None:
+    ix = recorded.interactions[name]
     assert ix.response is not None and ix.response.header("content-encoding") == "zstd"
     assert ix.pieces[0].data.startswith(ZSTD_MAGIC)
     assert ix.response.body != b"".join(ZSTD_EVENTS)  # compressed frames, kept as sent
@@ -316,8 +301,8 @@ def test_zstd_body_is_recorded_as_it_came_and_decoded_for_analysis(recorded: Rec
 
 
 @needs_zstd
-def test_a_zstd_body_cut_short_is_reported_not_raised(recorded: Recorded) -> None:
-    ix = recorded.ix["zstd"]
+def test_a_zstd_body_cut_short_is_reported_not_raised(recorded: Scenarios) -> None:
+    ix = recorded.interactions["zstd"]
     assert ix.response is not None
     cut = replace(ix, response=replace(ix.response, pieces=ix.response.pieces[:3]))
     a = analyze(cut)

@@ -15,7 +15,7 @@ A last test records llama.cpp's own server sending ``reasoning_content``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,14 +23,13 @@ import httpx
 import pytest
 
 import streamtape
-from streamtape import Interaction
 from streamtape.check import check
 from streamtape.diff import Metric, compare, render_text
 from streamtape.shapes import analyze
 from streamtape.stats import compute
 from tests.builders import chat_ix, ndjson, sse
-from tests.recording import recording, run_main
-from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer
+from tests.recording import Scenarios, record_scenarios, recording, run_main
+from tests.servers import SSE_HEADERS, Conn, Handler, ScriptedServer, by_scenario
 
 GAP = 0.015
 """Seconds between two events the upstream writes."""
@@ -316,57 +315,34 @@ BY_NAME = {s.name: s for s in [*SCENARIOS, RETHOUGHT]}
 # The upstream and the recording
 
 
-def _header(req: Received, name: str) -> str | None:
-    return next((v for k, v in req.headers if k.lower() == name), None)
-
-
 def upstream_handler(c: Conn, s: Scenario) -> None:
     ctype = "application/x-ndjson" if s.ndjson else "text/event-stream"
     c.head(200, [("Content-Type", ctype), *SSE_HEADERS[1:]])
-    for i, ev in enumerate(s.events):
-        if i:
-            c.sleep(GAP)
-        c.chunk(ev)
-    c.end_chunks()
+    c.chunked(s.events, GAP)
 
 
 def scenario_server() -> ScriptedServer:
     """One upstream for every scenario: the ``X-Scenario`` header picks the stream."""
 
-    def handle(req: Received, c: Conn) -> None:
-        name = _header(req, "x-scenario")
-        assert name is not None, f"no X-Scenario header on {req.path}"
-        upstream_handler(c, BY_NAME[name])
+    def streams(s: Scenario) -> Handler:
+        return lambda req, c: upstream_handler(c, s)
 
-    route: Handler = handle
+    route = by_scenario({name: streams(s) for name, s in BY_NAME.items()})
     return ScriptedServer({s.path: route for s in BY_NAME.values()})
 
 
-@dataclass
-class Recorded:
-    path: Path
-    interactions: dict[str, Interaction]
-    index: dict[str, int]
+def send(url: str, name: str) -> None:
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "9.11 or 9.8?"}]}
+    with httpx.stream("POST", url + BY_NAME[name].path, headers={"X-Scenario": name}, json=body, timeout=30) as r:
+        assert r.status_code == 200
+        r.read()
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Scenarios:
     """Every scenario recorded once through ``streamtape record``, httpx as the client."""
-    out = tmp_path_factory.mktemp("reasoning") / "reasoning.tape"
-    names = list(BY_NAME)
-    with scenario_server() as up, recording(out, upstream=up.url) as rec:
-        for name in names:
-            s = BY_NAME[name]
-            with httpx.stream("POST", rec.url + s.path, headers={"X-Scenario": name},
-                              json={"model": "m", "stream": True,
-                                    "messages": [{"role": "user", "content": "9.11 or 9.8?"}]},
-                              timeout=30) as r:
-                assert r.status_code == 200
-                r.read()
-        rec.wait_lines(len(names))
-    ixs = streamtape.load(out)
-    assert len(ixs) == len(names)
-    yield Recorded(out, dict(zip(names, ixs, strict=True)), {n: i for i, n in enumerate(names)})
+    with scenario_server() as up:
+        return record_scenarios(tmp_path_factory.mktemp("reasoning") / "reasoning.tape", up.url, list(BY_NAME), send)
 
 
 # ---------------------------------------------------------------------------
@@ -374,7 +350,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
-def test_each_reasoning_shape_assembles_reasoning_apart_from_the_answer(recorded: Recorded, name: str) -> None:
+def test_each_reasoning_shape_assembles_reasoning_apart_from_the_answer(recorded: Scenarios, name: str) -> None:
     s = BY_NAME[name]
     ix = recorded.interactions[name]
     assert ix.outcome == "complete"
@@ -395,7 +371,7 @@ def test_each_reasoning_shape_assembles_reasoning_apart_from_the_answer(recorded
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
-def test_first_reasoning_token_comes_before_the_first_answer_token(recorded: Recorded, name: str) -> None:
+def test_first_reasoning_token_comes_before_the_first_answer_token(recorded: Scenarios, name: str) -> None:
     s = BY_NAME[name]
     ix = recorded.interactions[name]
     a = analyze(ix)
@@ -417,7 +393,7 @@ def test_first_reasoning_token_comes_before_the_first_answer_token(recorded: Rec
     assert st.content_events == len([e for e in a.events if e.is_content]) == len(s.answer)
 
 
-def test_a_redacted_block_counts_as_reasoning_and_a_signature_does_not(recorded: Recorded) -> None:
+def test_a_redacted_block_counts_as_reasoning_and_a_signature_does_not(recorded: Scenarios) -> None:
     a = analyze(recorded.interactions["anthropic"])
     kinds = [(e.index, e.text is not None, e.signature is not None, e.redacted is not None)
              for e in a.events if e.kind == "reasoning"]
@@ -432,7 +408,7 @@ def test_a_redacted_block_counts_as_reasoning_and_a_signature_does_not(recorded:
 
 
 def test_show_reasoning_prints_the_reasoning_alone_and_text_the_answer_alone(
-        recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+        recorded: Scenarios, capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("deepseek", "responses", "anthropic"):
         s = BY_NAME[name]
         i = str(recorded.index[name])
@@ -447,7 +423,7 @@ def test_show_reasoning_prints_the_reasoning_alone_and_text_the_answer_alone(
 
 
 def test_show_prints_first_reasoning_token_beside_ttft_and_reasoning_events(
-        recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+        recorded: Scenarios, capsys: pytest.CaptureFixture[str]) -> None:
     name = "deepseek"
     ix = recorded.interactions[name]
     st = compute(ix)
@@ -463,7 +439,7 @@ def test_show_prints_first_reasoning_token_beside_ttft_and_reasoning_events(
 
 
 def test_show_json_carries_the_assembled_result_with_reasoning(
-        recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+        recorded: Scenarios, capsys: pytest.CaptureFixture[str]) -> None:
     s = BY_NAME["anthropic"]
     code, out, _ = run_main("show", recorded.path, "-i", str(recorded.index[s.name]), "--json",
                             capsys=capsys)
@@ -480,7 +456,7 @@ def test_show_json_carries_the_assembled_result_with_reasoning(
 
 
 def test_diff_compares_reasoning_apart_and_ignore_reasoning_relaxes_it(
-        recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+        recorded: Scenarios, capsys: pytest.CaptureFixture[str]) -> None:
     a = f"{recorded.path}#{recorded.index['deepseek']}"
     b = f"{recorded.path}#{recorded.index['deepseek-rethought']}"
     rep = compare(recorded.interactions["deepseek"], recorded.interactions["deepseek-rethought"])

@@ -35,7 +35,7 @@ from streamtape.shadow import (
 )
 from tests.builders import chat_events, ndjson, wait_until
 from tests.recording import recording, run_main
-from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, refused_port
+from tests.servers import Conn, Handler, Received, ScriptedServer, refused_port, sse_events
 
 
 def openai_client(base_url: str, api_key: str = "k", **options: object) -> Any:
@@ -57,19 +57,7 @@ FIELD_SECRET = "note-not-for-the-tape-5d1e"
 
 def streaming(words: list[str], *, gap: float, first_delay: float = 0.0) -> Handler:
     """An OpenAI chat stream, one event per chunked write, ``gap`` seconds apart."""
-    events = chat_events(words)
-
-    def handle(req: Received, c: Conn) -> None:
-        c.head(200, SSE_HEADERS)
-        if first_delay:
-            c.sleep(first_delay)
-        for i, ev in enumerate(events):
-            if i:
-                c.sleep(gap)
-            c.chunk(ev)
-        c.end_chunks()
-
-    return handle
+    return sse_events(chat_events(words), gap, first_delay=first_delay)
 
 
 def hanging(seconds: float) -> Handler:
@@ -429,12 +417,11 @@ def test_regular_mode_mirrors_every_host_to_the_shadow_host(tmp_path: Path) -> N
 def ollama_chat(words: list[str]) -> Handler:
     def handle(req: Received, c: Conn) -> None:
         c.head(200, [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")])
-        for w in words:
-            c.chunk(ndjson({"model": "llama3.1", "message": {"role": "assistant", "content": w}, "done": False}))
-            c.sleep(0.01)
-        c.chunk(ndjson({"model": "llama3.1", "message": {"role": "assistant", "content": ""}, "done": True,
-                        "done_reason": "stop", "prompt_eval_count": 9, "eval_count": len(words)}))
-        c.end_chunks()
+        lines = [ndjson({"model": "llama3.1", "message": {"role": "assistant", "content": w}, "done": False})
+                 for w in words]
+        lines.append(ndjson({"model": "llama3.1", "message": {"role": "assistant", "content": ""}, "done": True,
+                             "done_reason": "stop", "prompt_eval_count": 9, "eval_count": len(words)}))
+        c.chunked(lines, gap=0.01)
 
     return handle
 
