@@ -55,6 +55,13 @@ def import_(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int,
     return run_main("import", *args, capsys=capsys)
 
 
+def imported(capsys: pytest.CaptureFixture[str], src: Path, out: Path, *options: str) -> streamtape.Cassette:
+    """What ``streamtape import SRC [OPTIONS] -o OUT`` wrote; the import must succeed."""
+    code, _, err = import_(capsys, src, *options, "-o", out)
+    assert code == 0, err
+    return streamtape.load(out)
+
+
 def shown_text(tape: Path, index: int, capsys: pytest.CaptureFixture[str]) -> str:
     code, out, _ = run_main("show", tape, "-i", str(index), "--text", capsys=capsys)
     assert code == 0
@@ -83,9 +90,7 @@ def test_vcrpy_cassette_imports_to_the_text_each_client_got(
 def test_vcrpy_gzip_body_recorded_from_httpx_stays_gzip_as_recorded(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "out.tape"
-    assert import_(capsys, captures.vcr_httpx_yaml.path, "-o", out)[0] == 0
-    gz = streamtape.load(out)[1]
+    gz = imported(capsys, captures.vcr_httpx_yaml.path, tmp_path / "out.tape")[1]
     assert gz.response is not None
     assert gz.response.body[:2] == b"\x1f\x8b"
     assert gz.response.header("content-encoding") == "gzip"
@@ -186,9 +191,7 @@ def test_underscore_extension_fields_of_other_tools_are_ignored(
     marked = tmp_path / "marked.har"
     marked.write_text(json.dumps(doc))
     a, b = tmp_path / "a.tape", tmp_path / "b.tape"
-    assert import_(capsys, har_path, "-o", a)[0] == 0
-    assert import_(capsys, marked, "-o", b)[0] == 0
-    assert list(streamtape.load(a)) == list(streamtape.load(b))
+    assert list(imported(capsys, har_path, a)) == list(imported(capsys, marked, b))
 
 
 def test_the_synthetic_timing_note_is_said_once_for_every_file(
@@ -218,7 +221,7 @@ def test_import_appends_to_an_existing_cassette(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.tape"
-    assert import_(capsys, captures.mitm.path, "-o", out)[0] == 0
+    imported(capsys, captures.mitm.path, out)
     code, stdout, _ = import_(capsys, captures.vcr_httpx_yaml.path, "-o", out)
     assert code == 0
     assert "appended 4 interactions" in stdout
@@ -237,9 +240,8 @@ def test_import_redacts_secrets_like_record(tmp_path: Path, capsys: pytest.Captu
     }
     src = tmp_path / "c.json"
     src.write_text(json.dumps(doc))
-    assert import_(capsys, src, "-o", tmp_path / "r.tape")[0] == 0
-    assert import_(capsys, src, "--no-redact", "-o", tmp_path / "k.tape")[0] == 0
-    redacted, kept = streamtape.load(tmp_path / "r.tape")[0], streamtape.load(tmp_path / "k.tape")[0]
+    redacted = imported(capsys, src, tmp_path / "r.tape")[0]
+    kept = imported(capsys, src, tmp_path / "k.tape", "--no-redact")[0]
     assert redacted.request.header("authorization") == "REDACTED"
     assert redacted.request.url == "http://x.test/v1/models?key=REDACTED"
     assert redacted.response is not None and redacted.response.header("set-cookie") == "REDACTED"
@@ -254,7 +256,7 @@ def test_repeated_requests_stay_in_order_and_replay_in_turn(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.tape"
-    assert import_(capsys, captures.vcr_httpx_yaml.path, "-o", out)[0] == 0
+    imported(capsys, captures.vcr_httpx_yaml.path, out)
     with streamtape.ReplayServer(out) as srv, httpx.Client() as c:
         got = [cap.httpx_call(c, srv.url + cap.COUNTER) for _ in range(2)]
     assert got == [cap.counter_answer(1), cap.counter_answer(2)] == captures.vcr_httpx_yaml.texts[2:]
@@ -264,7 +266,7 @@ def test_play_with_faithful_says_the_timing_of_an_import_is_synthetic(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.tape"
-    assert import_(capsys, captures.vcr_requests_yaml.path, "-o", out)[0] == 0
+    imported(capsys, captures.vcr_requests_yaml.path, out)
     code, stdout, err = run_main("play", out, capsys=capsys)
     assert code == 0
     assert stdout.strip() == cap.TEXT
@@ -282,7 +284,7 @@ def test_serve_log_line_says_the_timing_of_an_import_is_synthetic(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.tape"
-    assert import_(capsys, captures.mitm.path, "-o", out)[0] == 0
+    imported(capsys, captures.mitm.path, out)
     lines: list[str] = []
     with streamtape.ReplayServer(out, log=lines.append) as srv, httpx.Client() as c:
         assert cap.httpx_call(c, srv.url + cap.CHAT) == cap.TEXT
@@ -297,9 +299,7 @@ def test_serve_log_line_says_the_timing_of_an_import_is_synthetic(
 def test_a_profile_gives_an_imported_body_a_stream_shape(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "out.tape"
-    assert import_(capsys, captures.vcr_requests_yaml.path, "-o", out)[0] == 0
-    ix = streamtape.load(out)[0]
+    ix = imported(capsys, captures.vcr_requests_yaml.path, tmp_path / "out.tape")[0]
     assert len(ix.pieces) == 1
     sched = parse_profile("chunk=events;latency=fixed:100:20").schedule(ix)
     sends = sched.sends
@@ -355,8 +355,7 @@ def test_chromium_shaped_har_entry_imports_as_http2_without_pseudo_headers(
     har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "WebInspector", "version": "537.36"},
                                        "pages": [], "entries": [chromium_entry(text, base64_body=base64_body)]}}))
     out = tmp_path / "out.tape"
-    assert import_(capsys, har, "-o", out)[0] == 0
-    ix = streamtape.load(out)[0]
+    ix = imported(capsys, har, out)[0]
     assert ix.request.http_version == "HTTP/2.0"
     assert [k for k, _ in ix.request.headers] == ["content-type", "authorization"]
     assert ix.request.header("authorization") == "REDACTED"
@@ -379,8 +378,7 @@ def test_har_entry_with_status_0_imports_as_no_response(tmp_path: Path, capsys: 
     har = tmp_path / "failed.har"
     har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "x", "version": "1"},
                                        "entries": [entry]}}))
-    assert import_(capsys, har, "-o", tmp_path / "o.tape")[0] == 0
-    ix = streamtape.load(tmp_path / "o.tape")[0]
+    ix = imported(capsys, har, tmp_path / "o.tape")[0]
     assert ix.response is None
     assert ix.outcome is Outcome.UPSTREAM_ERROR
 
@@ -461,7 +459,7 @@ def test_bad_input_leaves_an_existing_cassette_unchanged(
     captures: Captures, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out.tape"
-    assert import_(capsys, captures.mitm.path, "-o", out)[0] == 0
+    imported(capsys, captures.mitm.path, out)
     before = out.read_bytes()
     assert import_(capsys, captures.vcr_httpx_yaml.path, _not_yaml(captures, tmp_path), "-o", out)[0] == 2
     assert out.read_bytes() == before
