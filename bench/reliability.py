@@ -46,13 +46,13 @@ import httpx  # noqa: E402
 
 import streamtape  # noqa: E402
 from streamtape.cassette import Outcome  # noqa: E402
+from streamtape.stats import percentile as nearest_rank  # noqa: E402
 from tests.builders import EVENTS, MS, interaction  # noqa: E402
 from tests.reliability import (  # noqa: E402
     Fetched,
     event_latencies_ms,
     fd_count,
     fetch_many,
-    percentile,
     raise_fd_limit,
     request_bytes,
     rss_kib,
@@ -162,6 +162,12 @@ def fetch(port: int, paths: list[str], **kw: object) -> list[Fetched]:
 
 def paths(n: int, tag: str) -> list[str]:
     return [f"{PATH}?c={tag}{i}" for i in range(n)]
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """The nearest-rank percentile (streamtape.stats), NaN for no values."""
+    v = nearest_rank(xs, q)
+    return float("nan") if v is None else v
 
 
 PLAIN_ADDON = "def responseheaders(flow):\n    flow.response.stream = True\n"

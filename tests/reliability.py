@@ -214,11 +214,6 @@ def event_latencies_ms(fetched: Sequence[Fetched]) -> list[float]:
     return out
 
 
-def percentile(xs: Sequence[float], p: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else float("nan")
-
-
 def fd_count(pid: int) -> int:
     """Open file descriptors of a process."""
     return len(os.listdir(f"/proc/{pid}/fd"))
