@@ -146,13 +146,17 @@ def _serve_proxy(
 ) -> None:
     from ..mitm import run_proxy  # late: mitmproxy is heavy and only --proxy needs it
     from ..mitm_replay import ReplayAddon
+    from ..serve.collector import QuietCollector
 
     failures: list[str] = []
     addon = ReplayAddon(on_line=_echo, on_error=failures.append)
+    # mitmproxy's objects per flow make full collections long: keep them off the replay too.
+    collector = QuietCollector(lambda: addon.server is not None and addon.server.playing > 0)
 
     def running(addrs: list[tuple[str, int]]) -> None:
         if failures:
             return
+        collector.start()
         where = ", ".join(f"{h}:{p}" for h, p in addrs)
         first = addrs[0]
         click.echo(
@@ -173,7 +177,11 @@ def _serve_proxy(
     }
     if confdir:
         options["confdir"] = confdir
-    asyncio.run(run_proxy("regular", host, port, [addon], on_running=running, options=options))
+    try:
+        asyncio.run(run_proxy("regular", host, port, [addon], on_running=running,
+                              options=options))
+    finally:
+        collector.stop()
     if failures:
         raise OptionError(failures[0])
     s = addon.stats
