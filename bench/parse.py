@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/parse.py [--mb 4] [--repeat 7]
 
-Input: OpenAI chat chunks as a real llama.cpp server sends them (one
+Input: OpenAI chat completion chunks as a real llama.cpp server sends them (one
 ``data: {...}\\n\\n`` event each, ~240 bytes, a few with multi-byte text), plus a
-keep-alive comment every 50 events, joined to ``--mb`` MB, fed in two
-chunkings: 16 KiB reads (a fast network) and one piece per event (a server
+keep-alive comment every 50 events, joined to ``--mb`` MB, fed cut into
+pieces two ways: 16 KiB reads (a fast network) and one piece per event (a server
 flushing each token). Both parsers do the whole job from bytes to events:
 
 - httpx-sse: what ``EventSource.iter_sse`` does: incremental UTF-8 decoding
@@ -25,6 +25,7 @@ import codecs
 import gc
 import json
 import time
+from collections.abc import Callable
 
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
@@ -83,7 +84,7 @@ def streamtape_sse(pieces: list[bytes]) -> int:
     return n
 
 
-def timed(fn, pieces) -> tuple[float, int]:
+def timed(fn: Callable[[list[bytes]], int], pieces: list[bytes]) -> tuple[float, int]:
     gc.collect()
     gc.disable()  # as timeit does: keep collector pauses out of both figures
     try:
@@ -103,7 +104,7 @@ def main() -> None:
     reads = [body[i : i + 16384] for i in range(0, len(body), 16384)]
     mb = len(body) / 1e6
     print(f"input: {mb:.1f} MB, {len(per_event)} events")
-    print(f"{'chunking':<22} {'httpx-sse MB/s':>15} {'streamtape MB/s':>16} {'ratio':>7}")
+    print(f"{'pieces':<22} {'httpx-sse MB/s':>15} {'streamtape MB/s':>16} {'ratio':>7}")
     for name, pieces in (("16 KiB reads", reads), ("one piece per event", per_event)):
         best = {"httpx-sse": float("inf"), "streamtape": float("inf")}
         counts = {}

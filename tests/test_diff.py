@@ -306,7 +306,7 @@ def test_html_option_writes_the_page(recorded, tmp_path, capsys) -> None:
     code, _out, _ = run("diff", recorded["hello"], recorded["ollama"], "--html", page, capsys=capsys)
     assert code == 0 and page.exists()
     text = page.read_text()
-    assert text.count('class="tick"') == len(one(recorded["hello"]).chunks) + len(one(recorded["ollama"]).chunks)
+    assert text.count('class="tick"') == len(one(recorded["hello"]).pieces) + len(one(recorded["ollama"]).pieces)
 
 
 @pytest.mark.slow

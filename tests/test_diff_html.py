@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 import pytest
 
 import streamtape
-from streamtape.cassette import Chunk
+from streamtape.cassette import Piece
 from streamtape.diff import compare, diff_many, render_html
 from streamtape.diff.html import piece_text
 from tests.chromium import ARTIFACTS, chromium, needs_chromium
@@ -96,13 +96,13 @@ def test_page_renders_in_chromium_with_two_timelines_and_one_tick_per_piece(reco
     lanes = {k[-1]: v for k, v in dom.lanes.items()}
     assert sorted(lanes) == ["A", "B"]
     for side, name in (("A", a), ("B", b)):
-        chunks = one(recorded[name]).chunks
+        pieces = one(recorded[name]).pieces
         ticks = lanes[side]["ticks"]
-        assert len(ticks) == len(chunks) == int(lanes[side]["attrs"]["data-pieces"])
-        assert [int(t["data-bytes"]) for t in ticks] == [len(c.data) for c in chunks]
+        assert len(ticks) == len(pieces) == int(lanes[side]["attrs"]["data-pieces"])
+        assert [int(t["data-bytes"]) for t in ticks] == [len(c.data) for c in pieces]
         assert set(lanes[side]["markers"]) >= {"first-token", "finish"}
         # Hover text: the piece's bytes as text (the browser unescaped the entities).
-        for t, c in zip(ticks, chunks, strict=True):
+        for t, c in zip(ticks, pieces, strict=True):
             assert piece_text(c.data) in t["title"]
     # "<friends>" is in the streamed text: it must be text in the page, never an element.
     assert "friends" not in dom.tags
@@ -142,7 +142,7 @@ def test_both_timelines_share_one_time_axis(recorded) -> None:
     assert t_max >= max(a.end_ns, b.end_ns)
     for side, ix in (("A", a), ("B", b)):
         ticks = dom.lanes[f"1{side}"]["ticks"]
-        for t, c in zip(ticks, ix.chunks, strict=True):
+        for t, c in zip(ticks, ix.pieces, strict=True):
             centre = float(t["x"]) + float(t["width"]) / 2
             assert (centre - x0) / width * t_max == pytest.approx(c.at_ns, abs=t_max / 10_000)
     # B started 300 ms late: its first tick sits to the right of A's on the same axis.
@@ -153,13 +153,13 @@ def test_both_timelines_share_one_time_axis(recorded) -> None:
 
 def test_tick_height_grows_with_piece_size(recorded) -> None:
     a = one(recorded["hello"])
-    big = a.chunks[1]
+    big = a.pieces[1]
     b = streamtape.Interaction(
         a.request,
         streamtape.Response(
             200,
             headers=a.response.headers,
-            chunks=(Chunk(1_000_000, big.data * 8), *(Chunk(2_000_000 + i, c.data) for i, c in enumerate(a.chunks))),
+            pieces=(Piece(1_000_000, big.data * 8), *(Piece(2_000_000 + i, c.data) for i, c in enumerate(a.pieces))),
         ),
         end_ns=3_000_000,
     )
@@ -195,5 +195,5 @@ def test_a_side_without_response_draws_an_empty_timeline_that_says_why(recorded)
     refused = replace(ok, response=None, outcome="upstream_error", error="connection refused", end_ns=5)
     html_text = render_html(compare(ok, refused))
     dom = parse(html_text)
-    assert len(dom.lanes["1A"]["ticks"]) == len(ok.chunks) and dom.lanes["1B"]["ticks"] == []
+    assert len(dom.lanes["1A"]["ticks"]) == len(ok.pieces) and dom.lanes["1B"]["ticks"] == []
     assert "no response (upstream_error: connection refused)" in html_text

@@ -1,5 +1,5 @@
 """Real llama.cpp llama-server streams (tests/corpus, captured from ../shared/llama):
-what the normalizers make of them, and that re-chunking them changes nothing."""
+what the normalizers make of them, and that cutting them into other pieces changes nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtape import Chunk
+from streamtape import Piece
 from streamtape.shapes import analyze, detect_shape, event_spans
 from tests.corpus import NAMES, capture
 
@@ -22,12 +22,12 @@ SHAPES = {
 }
 
 
-def rechunk(ix, cuts):
+def recut(ix, cuts):
     body = ix.response.body
     cuts = sorted({c for c in cuts if 0 < c < len(body)})
     bounds = list(zip([0, *cuts], [*cuts, len(body)], strict=True))
-    chunks = tuple(Chunk(i, body[a:b]) for i, (a, b) in enumerate(bounds))
-    return dataclasses.replace(ix, response=dataclasses.replace(ix.response, chunks=chunks))
+    pieces = tuple(Piece(i, body[a:b]) for i, (a, b) in enumerate(bounds))
+    return dataclasses.replace(ix, response=dataclasses.replace(ix.response, pieces=pieces))
 
 
 def timeless(a):
@@ -66,7 +66,7 @@ def test_chat_with_include_usage_usage_event_in_same_http_chunk_as_finish():
     a = analyze(ix)
     assert a.usage_chunk and a.usage.completion_tokens == 30 and a.usage.prompt_tokens == 24
     assert a.usage.at_ns == a.finish.at_ns
-    assert ix.chunks[-1].data.count(b"data: ") >= 2
+    assert ix.pieces[-1].data.count(b"data: ") >= 2
 
 
 def test_chat_ends_on_its_own_with_stop():
@@ -121,15 +121,15 @@ def test_spans_cover_every_event(name):
 
 @settings(max_examples=25, deadline=None)
 @given(name=st.sampled_from(NAMES), cuts=st.lists(st.integers(0, 9000), max_size=60))
-def test_rechunked_captures_give_the_same_analysis(name, cuts):
+def test_recut_captures_give_the_same_analysis(name, cuts):
     ix = capture(name)
-    assert timeless(analyze(rechunk(ix, cuts))) == timeless(analyze(ix))
+    assert timeless(analyze(recut(ix, cuts))) == timeless(analyze(ix))
 
 
 @pytest.mark.parametrize("name", ["chat_stream_slow", "native_limit_mid_utf8_tiny"])
-def test_rechunked_byte_by_byte(name):
+def test_recut_byte_by_byte(name):
     ix = capture(name)
-    a = analyze(rechunk(ix, range(len(ix.response.body))))
+    a = analyze(recut(ix, range(len(ix.response.body))))
     assert timeless(a) == timeless(analyze(ix))
     # byte by byte, every boundary inside a multi-byte character cuts it
     assert a.cut_chars == sum(len(c.encode()) - 1 for c in ix.response.body.decode()) > 0

@@ -146,9 +146,9 @@ def test_boundaries_mark_every_piece_with_its_gap_and_size_and_the_end():
     run(p, out, boundaries=True, sleep=False)
     text = out.getvalue().decode()
     assert text.startswith("[head 200 at 5.0ms][+35.0ms ")
-    assert text.count("[+40.0ms ") == len(ix.chunks) - 1
+    assert text.count("[+40.0ms ") == len(ix.pieces) - 1
     assert text.endswith("[end +1.0ms]")
-    assert len(re.findall(r"\[\+\d+\.\dms \d+B\]", text)) == len(ix.chunks)
+    assert len(re.findall(r"\[\+\d+\.\dms \d+B\]", text)) == len(ix.pieces)
     assert re.sub(r"\[(head|\+|end)[^\]]*\]", "", text).encode() == ix.response.body
 
 

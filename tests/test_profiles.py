@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from streamtape import Chunk, Interaction, ProfileError, Request, Response
+from streamtape import Interaction, Piece, ProfileError, Request, Response
 from streamtape.profiles import (
     ADVERSARIAL,
     PRESETS,
@@ -161,7 +161,7 @@ def test_every_chunking_and_latency_joins_to_exactly_the_recorded_body(ix, chunk
 @given(ix=st.one_of(recorded_chats(), recorded_bytes()))
 def test_faithful_reproduces_recorded_pieces_and_offsets_exactly(ix):
     s = sched("faithful", ix)
-    assert [(st.at_ns, st.data) for st in s.sends] == [(c.at_ns, c.data) for c in ix.chunks]
+    assert [(st.at_ns, st.data) for st in s.sends] == [(c.at_ns, c.data) for c in ix.pieces]
     assert s.head_at_ns == ix.response.headers_at_ns
     assert s.steps[-1] == Step(ix.end_ns, "end")
     assert s.status == 200
@@ -235,9 +235,9 @@ def test_random_chunking_sizes_stay_in_range_and_the_same_seed_gives_the_same_sc
 @given(ix=st.one_of(recorded_chats(), recorded_bytes()), ms=st.integers(0, 200), seed=st.integers())
 def test_jitter_never_reorders_and_delays_each_piece_by_at_most_ms(ix, ms, seed):
     s = sched(f"latency=jitter:{ms}", ix, seed=seed)
-    assert s.pieces == [c.data for c in ix.chunks]
+    assert s.pieces == [c.data for c in ix.pieces]
     prev = 0
-    for st_, c in zip(s.sends, ix.chunks, strict=True):
+    for st_, c in zip(s.sends, ix.pieces, strict=True):
         assert c.at_ns <= st_.at_ns <= c.at_ns + ms * MS
         assert st_.at_ns >= prev
         prev = st_.at_ns
@@ -283,7 +283,7 @@ def test_coalesce_joins_pieces_within_the_window_of_the_groups_first_piece():
 def test_whole_sends_one_piece_when_the_last_byte_arrived():
     ix = chat(["a", "b"])
     s = sched("chunk=whole", ix)
-    assert len(s.sends) == 1 and s.sends[0].at_ns == ix.chunks[-1].at_ns
+    assert len(s.sends) == 1 and s.sends[0].at_ns == ix.pieces[-1].at_ns
 
 
 def test_events_chunking_on_ndjson_puts_one_line_in_each_piece():
@@ -301,7 +301,7 @@ def test_event_chunkings_on_a_body_without_events_send_it_whole_or_halved():
 
 def test_crlf_split_on_a_recording_without_crlf_is_the_recorded_chunking():
     ix = chat(["x", "y"])
-    assert sched("chunk=crlf-split", ix).pieces == [c.data for c in ix.chunks]
+    assert sched("chunk=crlf-split", ix).pieces == [c.data for c in ix.pieces]
 
 
 # --------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def test_scale_multiplies_every_time():
     ix = chat(["a", "b"])
     s = sched("latency=scale:0.5", ix)
     assert s.head_at_ns == ix.response.headers_at_ns // 2
-    assert [st.at_ns for st in s.sends] == [c.at_ns // 2 for c in ix.chunks]
+    assert [st.at_ns for st in s.sends] == [c.at_ns // 2 for c in ix.pieces]
     assert s.steps[-1].at_ns == ix.end_ns // 2
 
 
@@ -598,7 +598,7 @@ def test_error_event_sends_an_error_in_the_formats_shape_after_event_n_then_ends
     assert s.body == ix.response.body[: spans[1].end] + error_event("openai-chat", ERROR_MESSAGE)
     assert s.ending == "end"
     played = Interaction(ix.request, Response(200, headers=ix.response.headers,
-                                              chunks=tuple(Chunk(st.at_ns, st.data) for st in s.sends)))
+                                              pieces=tuple(Piece(st.at_ns, st.data) for st in s.sends)))
     a = analyze(played)
     assert a.text == "ab" and a.errors
 
@@ -632,7 +632,7 @@ def test_status_also_answers_a_recording_without_a_response():
 
 def as_played(ix: Interaction, s: Schedule) -> Interaction:
     return Interaction(ix.request, Response(s.status, headers=ix.response.headers,
-                                            chunks=tuple(Chunk(st.at_ns, st.data) for st in s.sends)))
+                                            pieces=tuple(Piece(st.at_ns, st.data) for st in s.sends)))
 
 
 @st.composite

@@ -69,7 +69,7 @@ def proxy(tape: Path, confdir: Path) -> Iterator[tuple[str, subprocess.Popen[str
     assert "Traceback" not in err, err
 
 
-def test_matching_request_is_replayed_with_recorded_chunks(proxy: tuple[str, object]) -> None:
+def test_matching_request_is_replayed_one_http_chunk_per_recorded_piece(proxy: tuple[str, object]) -> None:
     url, _ = proxy
     r = raw_request(url, proxy=True, headers={"X-Streamtape-Profile": "instant"})
     assert r.status == 200

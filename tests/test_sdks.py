@@ -514,7 +514,7 @@ def test_sdk_streams_in_real_time_in_process(case: Case) -> None:
     ans = case.run(Wiring("transport", "faithful", realtime=True))
     took = time.perf_counter() - t0
     assert_full_answer(ans, ix)
-    recorded = ix.chunks[-1].at_ns / 1e9
+    recorded = ix.pieces[-1].at_ns / 1e9
     assert recorded * 0.95 <= took <= recorded + 2.0
 
 

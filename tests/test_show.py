@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 import streamtape
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction, Piece, Request, Response
 from streamtape.commands.show import escape_piece
 from tests.recording import STREAMTAPE
 
@@ -20,20 +20,20 @@ EURO = "€".encode()
 
 @pytest.fixture
 def tape(tmp_path: Path) -> Path:
-    chunks = (
-        Chunk(2_000_000, b"data: {\"t\":\"5" + EURO[:2]),
-        Chunk(12_500_000, EURO[2:] + b"\"}\r\n\r\n"),
-        Chunk(40_000_000, b": keep-alive\n\n"),
+    pieces = (
+        Piece(2_000_000, b"data: {\"t\":\"5" + EURO[:2]),
+        Piece(12_500_000, EURO[2:] + b"\"}\r\n\r\n"),
+        Piece(40_000_000, b": keep-alive\n\n"),
     )
     ix = Interaction(
         Request("POST", "http://127.0.0.1:8080/v1/chat/completions", body=b"{}"),
-        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), chunks=chunks, headers_at_ns=1_000_000),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), pieces=pieces, headers_at_ns=1_000_000),
         end_ns=41_000_000,
         labels={"backend": "llama.cpp"},
     )
     cut = Interaction(
         Request("GET", "http://127.0.0.1:8080/api/chat?x=1"),
-        Response(200, chunks=(Chunk(3_000_000, b"\xff\xfe"),)),
+        Response(200, pieces=(Piece(3_000_000, b"\xff\xfe"),)),
         outcome="upstream_closed",
         error="incomplete chunked read",
         end_ns=5_000_000,

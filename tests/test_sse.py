@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtape import Chunk, Interaction, Request, Response
+from streamtape import Interaction, Piece, Request, Response
 from streamtape.shapes import Span, SSEEvent, SSEIgnored, SSEParser, event_spans, parse_sse, wire_of
 from tests.sse_reference import reference_events
 
@@ -214,7 +214,7 @@ def ix(ct: str | None, body: bytes, path: str = "/x") -> Interaction:
     headers = (("Content-Type", ct),) if ct else ()
     return Interaction(
         Request("POST", f"http://127.0.0.1{path}"),
-        Response(200, headers=headers, chunks=(Chunk(1, body),)),
+        Response(200, headers=headers, pieces=(Piece(1, body),)),
     )
 
 

@@ -86,7 +86,7 @@ def test_real_capture_rate_matches_the_servers_own_timing():
     server_rate = a.wire_events[-1].value["timings"]["predicted_per_second"]
     assert s.tokens == 24
     assert s.tokens_per_s == pytest.approx(server_rate, rel=0.1)
-    assert s.ttft_ns == ix.chunks[0].at_ns
+    assert s.ttft_ns == ix.pieces[0].at_ns
     assert 5 * MS < s.gap_p50_ns < 15 * MS  # the slow model: about 10 ms per token
     d = s.to_dict()
     assert d["tokens"] == 24 and "gaps_ns" not in d and json.dumps(d)

@@ -396,7 +396,7 @@ def test_adapter_is_an_http_adapter() -> None:
     assert isinstance(streamtape.ReplayAdapter([sse_ix()]), requests.adapters.HTTPAdapter)
 
 
-def test_adapter_iter_content_yields_one_piece_per_recorded_chunk() -> None:
+def test_adapter_iter_content_yields_one_item_per_recorded_piece() -> None:
     with session(sse_ix(), realtime=False) as s:
         r = s.post(URL, json=BODY, stream=True)
         assert r.status_code == 200

@@ -87,7 +87,7 @@ def capture(name: str) -> Interaction:
     pieces = recvs(name)
     raw = b""
     head_at = 0
-    chunks = []
+    body_pieces = []
     head = None
     dec = _Dechunker()
     for at, data in pieces:
@@ -100,7 +100,7 @@ def capture(name: str) -> Interaction:
             data = rest
         body = dec.feed(data)
         if body:
-            chunks.append(Piece(at, body))
+            body_pieces.append(Piece(at, body))
     assert head is not None
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
     headers = tuple(_header(h) for h in header_lines)
@@ -108,7 +108,7 @@ def capture(name: str) -> Interaction:
     return Interaction(
         Request("POST", f"http://127.0.0.1:8080{PATHS[name]}",
                 headers=(("Content-Type", "application/json"),)),
-        Response(int(status), reason, headers=headers, framing=Framing.CHUNKED, pieces=tuple(chunks),
+        Response(int(status), reason, headers=headers, framing=Framing.CHUNKED, pieces=tuple(body_pieces),
                  headers_at_ns=head_at),
         end_ns=pieces[-1][0],
     )

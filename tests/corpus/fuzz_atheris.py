@@ -18,7 +18,7 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
-    from streamtape import Chunk, Interaction, Request, Response
+    from streamtape import Interaction, Piece, Request, Response
     from streamtape.shapes import SHAPES, NDJSONParser, SSEEvent, SSEParser, analyze, event_spans
 
 import itertools
@@ -53,7 +53,7 @@ def ndjson_values(pieces: list[bytes]):
 def ix_of(pieces: list[bytes], ct: str) -> Interaction:
     return Interaction(Request("POST", "http://127.0.0.1/x"),
                        Response(200, headers=(("Content-Type", ct),),
-                                chunks=tuple(Chunk(i, p) for i, p in enumerate(pieces))))
+                                pieces=tuple(Piece(i, p) for i, p in enumerate(pieces))))
 
 
 def target(data: bytes) -> None:
