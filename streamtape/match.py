@@ -50,6 +50,7 @@ __all__ = [
     "Matcher",
     "RequestKey",
     "byte_difference",
+    "has_redacted",
     "parse_json",
     "shorten",
 ]
@@ -327,13 +328,15 @@ class _Compare:
         return (10, f"body {byte_difference(rec.body, got.body, 20)}")
 
 
-def _has_redacted(node: Any) -> bool:
+def has_redacted(node: Any) -> bool:
+    """Whether JSON data holds a ``"REDACTED"`` value anywhere (such a recording matches
+    more than the bodies equal to it, so it cannot be found by equality alone)."""
     if isinstance(node, str):
         return node == REDACTED
     if isinstance(node, dict):
-        return any(_has_redacted(v) for v in node.values())
+        return any(has_redacted(v) for v in node.values())
     if isinstance(node, list):
-        return any(_has_redacted(v) for v in node)
+        return any(has_redacted(v) for v in node)
     return False
 
 
@@ -379,7 +382,7 @@ class Matcher:
         # A recorded JSON body without "REDACTED" in it can only match a body
         # equal to it once ignored fields are gone: a C-speed test rejects most.
         self._quick = [
-            None if k.json is NOT_JSON or _has_redacted(k.json) else self._cmp.strip(k.json)
+            None if k.json is NOT_JSON or has_redacted(k.json) else self._cmp.strip(k.json)
             for k in self._keys
         ]
         self._used = [0] * len(self.interactions)
