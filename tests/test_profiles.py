@@ -23,6 +23,7 @@ from streamtape.profiles import (
     parse_profile,
 )
 from streamtape.shapes import event_spans
+from streamtape.wire import UPSTREAM_RESET
 from tests.builders import MS, S, interaction, sse
 
 # --------------------------------------------------------------------------
@@ -471,6 +472,14 @@ def test_a_recording_whose_upstream_closed_early_replays_with_a_cut_at_its_recor
         assert s.steps[-1] == Step(900 * MS, "cut"), outcome
         assert s.body == ix.response.body
         assert sched("instant", ix).ending == "cut"
+
+
+def test_a_recording_whose_upstream_reset_replays_with_a_reset_under_every_chunking():
+    ix = chat(["a", "b"], done=False, outcome="upstream_closed", end_ns=900 * MS,
+              error=f"{UPSTREAM_RESET}: peer closed connection without sending complete message body")
+    assert sched("faithful", ix).steps[-1] == Step(900 * MS, "reset")
+    assert sched("adversarial:bytes-1", ix).ending == "reset"
+    assert sched("instant", ix).ending == "reset"
 
 
 def test_a_recording_whose_client_hung_up_replays_with_a_clean_end():

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction, PieceSequence, Response
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
-from ..wire import Framing, end_to_end, has_no_body, reason_phrase, replay_framing
+from ..wire import UPSTREAM_RESET, Framing, end_to_end, has_no_body, reason_phrase, replay_framing
 from .model import ChunkKind, FaultKind, Item, LatencyKind, Schedule, Step, StepKind
 
 __all__ = ["ERROR_MESSAGE", "KEEPALIVE_TEXT", "Profile"]
@@ -133,6 +133,20 @@ def _json_mid(body: bytes, start: int, end: int) -> int:
 
 
 _UTF8_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
+
+
+def recorded_ending(ix: Interaction) -> StepKind:
+    """How the recorded response ended on the wire: cleanly, cut (a FIN), or reset (an RST).
+
+    A client that hung up after the body (SDKs close at ``[DONE]``) saw a
+    clean end. The recorder marks an upstream reset in the error text
+    (:data:`~streamtape.wire.UPSTREAM_RESET`), so a replay resets too.
+    """
+    if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED):
+        return StepKind.END
+    if ix.error is not None and ix.error.startswith(UPSTREAM_RESET):
+        return StepKind.RESET
+    return StepKind.CUT
 
 def _recorded(resp: Response) -> tuple[list[int], list[bytes]]:
     """The recorded pieces' times and bytes, empty pieces left out. Compact pieces (a
@@ -226,7 +240,7 @@ class _ScheduleBuilder:
             head, _, end = self.latency(0, [], ix.end_ns or 0)
             head += self.slow_headers()
             end = max(end + self.slow_headers(), head)
-            return Schedule(0, "", (), Framing.NONE, head, (Step(end, StepKind.CUT),), self.text)
+            return Schedule(0, "", (), Framing.NONE, head, (Step(end, recorded_ending(ix)),), self.text)
         plain = not any(f.kind in _RESHAPING for f in self.p.faults)
         if plain and self.p.chunk.kind == ChunkKind.RECORDED:
             times, datas = _recorded(resp)
@@ -245,7 +259,7 @@ class _ScheduleBuilder:
             p.at = max(t, head)
         end = max(end, pieces[-1].at if pieces else head, head)
 
-        terminal = StepKind.END if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED) else StepKind.CUT
+        terminal = recorded_ending(ix)
         terminal_offset = len(self.body)
         extra: list[_Piece] = []
 
@@ -327,7 +341,7 @@ class _ScheduleBuilder:
         ix = self.ix
         head, ptimes, end = self.latency(resp.headers_at_ns, ats, rec_end)
         end = max(end, ptimes[-1] if ptimes else head, head)
-        terminal = StepKind.END if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED) else StepKind.CUT
+        terminal = recorded_ending(ix)
         if not all(datas):  # pieces are never empty here; keep run()'s rule if one were
             kept = [(t, d) for t, d in zip(ptimes, datas, strict=True) if d]
             ptimes, datas = [t for t, _ in kept], [d for _, d in kept]
