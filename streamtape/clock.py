@@ -100,14 +100,16 @@ async def sleep_until(deadline_ns: int) -> None:
 
 
 class Timer:
-    """A pending :func:`call_at_ns` callback; :meth:`cancel` stops it."""
+    """A pending :func:`call_at_ns` callback; :meth:`cancel` stops it, :meth:`again`
+    sets it once more after it ran."""
 
-    __slots__ = ("_callback", "_cancelled", "_loop")
+    __slots__ = ("_callback", "_cancelled", "_queued", "_waker")
 
-    def __init__(self, callback: Callable[[], object], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, callback: Callable[[], object], waker: _Waker) -> None:
         self._callback = callback
         self._cancelled = False
-        self._loop = loop
+        self._queued = False  # an entry of it is in the waker's heap
+        self._waker = waker
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -116,6 +118,21 @@ class Timer:
         return self._cancelled
 
     done = cancelled  # the waker drops done entries
+
+    def again(self, deadline_ns: int) -> None:
+        """Call the callback once more at ``deadline_ns``, after it ran (or was cancelled).
+
+        A driver that waits again and again (the replay server's player, a
+        piece every few milliseconds on each of a thousand streams) keeps one
+        timer instead of making a timer, a bound method and a loop lookup per
+        wait. Only for a timer that ran (from its own callback, say): one that
+        waits, or was cancelled and its deadline has not come, raises.
+        """
+        if self._queued:
+            raise RuntimeError("this timer is still waiting (a cancelled one until its deadline)")
+        self._cancelled = False
+        self._queued = True
+        self._waker.add(deadline_ns, self)
 
     def _run(self) -> None:
         if self._cancelled:
@@ -126,7 +143,7 @@ class Timer:
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self._loop.call_exception_handler(
+            self._waker._loop.call_exception_handler(
                 {"message": "exception in a streamtape.clock callback", "exception": exc}
             )
 
@@ -138,9 +155,10 @@ def call_at_ns(deadline_ns: int, callback: Callable[[], object]) -> Timer:
     machine instead of resuming a task (no future, no task switch per wait).
     Callbacks due together run in deadline order, in the waker's turn.
     """
-    loop = asyncio.get_running_loop()
-    timer = Timer(callback, loop)
-    _waker(loop).add(deadline_ns, timer)
+    waker = _waker(asyncio.get_running_loop())
+    timer = Timer(callback, waker)
+    timer._queued = True
+    waker.add(deadline_ns, timer)
     return timer
 
 
@@ -299,12 +317,15 @@ class _Waker:
         while heap and heap[0][0] <= now:
             _, _, item = heapq.heappop(heap)
             if isinstance(item, Timer):
+                item._queued = False
                 item._run()
             elif not item.done():
                 item.set_result(None)
         # Drop cancelled waits sitting at the top so they do not cause wake-ups.
         while heap and heap[0][2].done():
-            heapq.heappop(heap)
+            _, _, item = heapq.heappop(heap)
+            if isinstance(item, Timer):
+                item._queued = False
         if heap:
             self._schedule(heap[0][0])
         else:

@@ -137,6 +137,30 @@ async def test_crowded_deadlines_share_wake_ups_and_none_is_early() -> None:
     assert releasing <= 4 * MS // 250_000 + 3, releasing
 
 
+async def test_one_timer_waits_again_and_again_never_early() -> None:
+    done = asyncio.get_running_loop().create_future()
+    start = now() + MS
+    lates: list[int] = []
+
+    def step() -> None:
+        due = start + len(lates) * MS // 2
+        lates.append(now() - due)
+        if len(lates) == 10:
+            done.set_result(None)
+        else:
+            timer.again(start + len(lates) * MS // 2)
+
+    timer = clock.call_at_ns(start, step)
+    await asyncio.wait_for(done, 5)
+    assert len(lates) == 10 and min(lates) >= 0
+    timer.again(now() + 50 * MS)
+    with pytest.raises(RuntimeError, match="still waiting"):
+        timer.again(now() + MS)  # one entry at a time: it would run twice
+    timer.cancel()
+    with pytest.raises(RuntimeError, match="still waiting"):
+        timer.again(now() + MS)  # its cancelled entry is still there
+
+
 @pytest.mark.realtime
 async def test_sparse_deadlines_are_not_batched() -> None:
     t0 = now() + 2 * MS

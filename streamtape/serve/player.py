@@ -111,7 +111,6 @@ class Player:
         return self.fut
 
     def run(self) -> None:
-        self.timer = None
         p = self.prepared
         offsets, kinds, wire, t0 = p.offsets, p.kinds, p.wire, self.t0
         transport = self.transport
@@ -132,7 +131,10 @@ class Player:
                             if closing() or (self.reader and self.reader.at_eof()):
                                 return self._stop(Stop.CLOSED)
                             due = now + _WATCH_EVERY_NS
-                        self.timer = call_at_ns(due, self.run)
+                        if self.timer is None:
+                            self.timer = call_at_ns(due, self.run)
+                        else:  # one timer for the whole stream
+                            self.timer.again(due)
                         return
                 if closing():
                     return self._stop(Stop.CLOSED)
@@ -172,7 +174,6 @@ class Player:
     def cancel(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
-            self.timer = None
 
 
 def reset(transport: asyncio.WriteTransport) -> None:
