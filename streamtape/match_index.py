@@ -37,7 +37,7 @@ from typing import Any, overload
 from urllib.parse import parse_qsl, urlsplit
 
 from .cassette import Cassette, Interaction, Request
-from .match import Closest, Matcher, RequestKey
+from .match import Closest, Matcher, RequestKey, has_redacted
 from .redaction import REDACTED
 
 __all__ = [
@@ -67,16 +67,6 @@ def _number(text: str) -> float | int:
     """A JSON number as matching compares it: an integral float is that integer."""
     f = float(text)
     return int(f) if f.is_integer() else f
-
-
-def _has_redacted(node: Any) -> bool:
-    if isinstance(node, str):
-        return node == REDACTED
-    if isinstance(node, dict):
-        return any(_has_redacted(v) for v in node.values())
-    if isinstance(node, list):
-        return any(_has_redacted(v) for v in node)
-    return False
 
 
 def request_digest(
@@ -128,7 +118,7 @@ def digest_parts(
     if is_json:
         # The walk only when the bytes could hold the placeholder: literally, escaped
         # (\u), or in a UTF-16/32 body (NUL bytes). A writer digests every request.
-        if recorded and (REDACTED_BYTES in body or b"\\u" in body or b"\x00" in body) and _has_redacted(data):
+        if recorded and (REDACTED_BYTES in body or b"\\u" in body or b"\x00" in body) and has_redacted(data):
             return WILDCARD
         if strip is not None:
             data = strip(data)
