@@ -398,8 +398,8 @@ def main() -> None:
     if shm.is_dir():  # the writer's own cost: tmpfs makes fsync free
         mem = []
         for _ in range(args.runs):
-            g = generate(shm / "streamtape-bench-writer.tape", 128 * MIB, args.pieces, args.concurrent,
-                         args.per_write)
+            g = generate(shm / "streamtape-bench-writer.tape", min(128, args.size_mib) * MIB, args.pieces,
+                         args.concurrent, args.per_write)
             (shm / "streamtape-bench-writer.tape").unlink()
             mem.append(g.pieces / g.write_s / 1e6)
         print(f"writer on tmpfs (no disk wait), the same records: {med(mem)} M pieces/s "
