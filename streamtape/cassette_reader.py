@@ -338,6 +338,8 @@ class CassetteFile:
         self.identity = identity
         self._cache: OrderedDict[int, Pieces] = OrderedDict()
         self._cache_bytes = 0
+        self._big: tuple[int, Pieces] | None = None
+        """The last interaction too large for the cache: ``show -i`` of a 100 MB body reads it once."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -426,6 +428,8 @@ class CassetteFile:
             if hit is not None:
                 self._cache.move_to_end(i)
                 return hit
+            if self._big is not None and self._big[0] == i:
+                return self._big[1]
         t = self.table
         lo, hi = t.starts[i], t.starts[i + 1]
         rid = t.ids[i]
@@ -454,6 +458,9 @@ class CassetteFile:
                 while self._cache_bytes > PIECE_CACHE_BYTES:
                     _, old = self._cache.popitem(last=False)
                     self._cache_bytes -= len(old.data) + 16 * len(old.at)
+        else:
+            with self._lock:
+                self._big = (i, pieces)
         return pieces
 
 
