@@ -41,12 +41,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
 
 from .cassette import (
     UPSTREAM_ERROR,
     Framing,
     Headers,
     Interaction,
+    Message,
     Outcome,
     Piece,
     Record,
@@ -60,6 +62,8 @@ from .cassette import (
 from .credentials import Credential, find_credentials
 from .errors import OptionError
 from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, REDACTED, Redaction
+
+Item = TypeVar("Item", Piece, Message)
 
 STREAMING_CONTENT_TYPES = (
     "text/event-stream",
@@ -117,6 +121,54 @@ class UpstreamConnection:
     """How long its TLS handshake took (None: plain HTTP)."""
 
 
+@dataclass(slots=True)
+class Unsent(Generic[Item]):
+    """What a recorder holds of one interaction and has not handed to the writer yet.
+
+    Shared by the HTTP recorder (pieces) and the WebSocket one (messages):
+    both hand their items off in batches by the same rule (the module
+    docstring) and write each batch's offsets as deltas from the last item
+    of the batch before.
+    """
+
+    items: list[Item] = field(default_factory=list)
+    size: int = 0
+    last_sent_at: int = 0
+    """``at_ns`` of the last item handed off: the delta base of the next record."""
+
+    def add(self, item: Item, size: int, batching: Batching) -> bool:
+        """Keep ``item``; whether the batch is due to go now."""
+        self.items.append(item)
+        self.size += size
+        age = item.at_ns - self.items[0].at_ns
+        return (
+            self.size >= batching.flush_bytes
+            or age >= batching.max_flush_ns
+            or (age >= batching.flush_ns and len(self.items) >= batching.min_batch)
+        )
+
+    def overdue(self, since_t0_ns: int, batching: Batching) -> bool:
+        """Whether the oldest item has waited ``max_flush_ns`` (``since_t0_ns``: now, after t = 0)."""
+        return bool(self.items) and since_t0_ns - self.items[0].at_ns >= batching.max_flush_ns
+
+    def take(self) -> tuple[list[Item], int]:
+        """The batch and the offset its deltas count from; the holder starts empty again."""
+        items, previous = self.items, self.last_sent_at
+        self.last_sent_at = items[-1].at_ns
+        self.items, self.size = [], 0
+        return items, previous
+
+
+@dataclass(frozen=True, slots=True)
+class Batching:
+    """When a batch of recorded items goes to the writer (see the module docstring)."""
+
+    flush_ns: int = 100_000_000
+    max_flush_ns: int = 1_000_000_000
+    min_batch: int = 8
+    flush_bytes: int = 256 * 1024
+
+
 @dataclass
 class _Flight:
     rid: int | None
@@ -129,9 +181,7 @@ class _Flight:
     redacted: bool = False
     response: Response | None = None
     pieces: list[Piece] = field(default_factory=list)
-    unsent: list[Piece] = field(default_factory=list)
-    last_sent_at: int = 0
-    unsent_bytes: int = 0
+    unsent: Unsent[Piece] = field(default_factory=Unsent)
 
 
 Sink = Callable[[list[Record]], None]
@@ -172,10 +222,7 @@ class Recorder:
         self.redaction = redaction or Redaction()
         self.labels = dict(labels or {})
         self.on_credential = on_credential
-        self.flush_ns = flush_ns
-        self.max_flush_ns = max_flush_ns
-        self.min_batch = min_batch
-        self.flush_bytes = flush_bytes
+        self.batching = Batching(flush_ns, max_flush_ns, min_batch, flush_bytes)
         self._flights: dict[object, _Flight] = {}
         self._credentials_seen: set[str] = set()
 
@@ -268,29 +315,19 @@ class Recorder:
         f = self._flights[key]
         p = Piece(now_ns - f.t0_ns, data)
         f.pieces.append(p)
-        f.unsent.append(p)
-        f.unsent_bytes += len(data)
-        age = p.at_ns - f.unsent[0].at_ns
-        if (
-            f.unsent_bytes >= self.flush_bytes
-            or age >= self.max_flush_ns
-            or (age >= self.flush_ns and len(f.unsent) >= self.min_batch)
-        ):
+        if f.unsent.add(p, len(data), self.batching):
             self._flush(f)
 
     def _flush(self, f: _Flight) -> None:
-        if not f.unsent or f.rid is None:
+        if not f.unsent.items or f.rid is None:
             return
-        rec = data_record(f.rid, f.unsent, f.last_sent_at)
-        f.last_sent_at = f.unsent[-1].at_ns
-        f.unsent = []
-        f.unsent_bytes = 0
-        self.sink([rec])
+        pieces, previous = f.unsent.take()
+        self.sink([data_record(f.rid, pieces, previous)])
 
     def tick(self, now_ns: int) -> None:
         """Hand off pieces that have waited longer than ``max_flush_ns``."""
         for f in self._flights.values():
-            if f.unsent and now_ns - f.t0_ns - f.unsent[0].at_ns >= self.max_flush_ns:
+            if f.unsent.overdue(now_ns - f.t0_ns, self.batching):
                 self._flush(f)
 
     def finish(self, key: object, outcome: Outcome, error: str | None, now_ns: int) -> Interaction | None:

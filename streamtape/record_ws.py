@@ -57,7 +57,7 @@ from .cassette import (
     message_record,
 )
 from .credentials import Credential, find_credentials
-from .record import Begun, Sink
+from .record import Batching, Begun, Sink, Unsent
 from .redaction import REDACTED, Redaction
 
 ABNORMAL_CLOSURE = 1006
@@ -93,9 +93,7 @@ class _Session:
     t0_ns: int
     begun: Begun
     messages: list[Message] = field(default_factory=list)
-    unsent: list[Message] = field(default_factory=list)
-    unsent_bytes: int = 0
-    last_sent_at: int = 0
+    unsent: Unsent[Message] = field(default_factory=Unsent)
 
 
 class SessionRecorder:
@@ -117,10 +115,7 @@ class SessionRecorder:
         self.new_id = new_id
         self.redaction = redaction or Redaction()
         self.on_credential = on_credential
-        self.flush_ns = flush_ns
-        self.max_flush_ns = max_flush_ns
-        self.min_batch = min_batch
-        self.flush_bytes = flush_bytes
+        self.batching = Batching(flush_ns, max_flush_ns, min_batch, flush_bytes)
         self._sessions: dict[object, _Session] = {}
         self._credentials_seen: set[str] = set()
 
@@ -193,29 +188,19 @@ class SessionRecorder:
             now_ns - s.t0_ns, Direction.CLIENT if from_client else Direction.SERVER, text, data, fragments
         )
         s.messages.append(m)
-        s.unsent.append(m)
-        s.unsent_bytes += len(data)
-        age = m.at_ns - s.unsent[0].at_ns
-        if (
-            s.unsent_bytes >= self.flush_bytes
-            or age >= self.max_flush_ns
-            or (age >= self.flush_ns and len(s.unsent) >= self.min_batch)
-        ):
+        if s.unsent.add(m, len(data), self.batching):
             self._flush(s)
 
     def _flush(self, s: _Session) -> None:
-        if not s.unsent:
+        if not s.unsent.items:
             return
-        rec = message_record(s.rid, s.unsent, s.last_sent_at)
-        s.last_sent_at = s.unsent[-1].at_ns
-        s.unsent = []
-        s.unsent_bytes = 0
-        self.sink([rec])
+        messages, previous = s.unsent.take()
+        self.sink([message_record(s.rid, messages, previous)])
 
     def tick(self, now_ns: int) -> None:
         """Hand off messages that have waited longer than ``max_flush_ns``."""
         for s in self._sessions.values():
-            if s.unsent and now_ns - s.t0_ns - s.unsent[0].at_ns >= self.max_flush_ns:
+            if s.unsent.overdue(now_ns - s.t0_ns, self.batching):
                 self._flush(s)
 
     def finish(
