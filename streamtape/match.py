@@ -257,27 +257,24 @@ class _Compare:
         """JSON data without the ignored fields (for a quick equality test)."""
         return self.json.strip(node)
 
-    # Each check returns (weight, message) pairs; an empty list is a match.
     def diffs(self, rec: RequestKey, got: RequestKey, first_only: bool) -> list[tuple[int, str]]:
+        """The named checks in order, as vcrpy composes its matchers; ``first_only`` stops at
+        the first check that finds a difference (enough to rule a recording out)."""
         out: list[tuple[int, str]] = []
-        if rec.method != got.method:
-            out.append((1000, f"method {got.method}, recorded {rec.method}"))
-            if first_only:
-                return out
-        if rec.path != got.path:
-            out.append((500, f"path {got.path}, recorded {rec.path}"))
-            if first_only:
-                return out
-        out.extend(self.query(rec, got))
-        if out and first_only:
-            return out
-        out.extend(self.headers(rec, got))
-        if out and first_only:
-            return out
-        b = self.body(rec, got)
-        if b:
-            out.append(b)
+        for check in (self.method, self.path, self.query, self.headers, self.body):
+            out.extend(check(rec, got))
+            if out and first_only:
+                break
         return out
+
+    # Each check returns (weight, message) pairs, most important first; none is a match.
+    @staticmethod
+    def method(rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
+        return [] if rec.method == got.method else [(1000, f"method {got.method}, recorded {rec.method}")]
+
+    @staticmethod
+    def path(rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
+        return [] if rec.path == got.path else [(500, f"path {got.path}, recorded {rec.path}")]
 
     def query(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
         if rec.query == got.query:
@@ -314,18 +311,18 @@ class _Compare:
                 out.append((20, f"header {name} is {g}, recorded {r}"))
         return out
 
-    def body(self, rec: RequestKey, got: RequestKey) -> tuple[int, str] | None:
+    def body(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
         rj, gj = rec.json, got.json
         if rj is not NOT_JSON and gj is not NOT_JSON:
             d = self.json.first_difference(rj, gj, whole="(the whole body)")
-            return (10, f"body {d}") if d else None
+            return [(10, f"body {d}")] if d else []
         if rec.body == got.body:
-            return None
+            return []
         if rj is not NOT_JSON:
-            return (10, f"body is not JSON ({shorten(got.body)}), recorded JSON")
+            return [(10, f"body is not JSON ({shorten(got.body)}), recorded JSON")]
         if gj is not NOT_JSON:
-            return (10, f"body is JSON, recorded {shorten(rec.body)}")
-        return (10, f"body {byte_difference(rec.body, got.body, 20)}")
+            return [(10, f"body is JSON, recorded {shorten(rec.body)}")]
+        return [(10, f"body {byte_difference(rec.body, got.body, 20)}")]
 
 
 def has_redacted(node: Any) -> bool:
