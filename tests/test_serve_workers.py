@@ -177,7 +177,9 @@ def test_every_workers_lines_come_out_of_serve_whole_and_numbered_once(
     assert all(parsed), lines
     numbers = sorted(int(m.group(1)) for m in parsed if m)
     assert numbers == list(range(1, 31))  # one counter for all workers
-    assert "served 30 requests, 0 unmatched" in err
+    spread = re.search(r"served 30 requests, 0 unmatched \(by worker: (\d+), (\d+)\)", err)
+    assert spread, err
+    assert int(spread.group(1)) + int(spread.group(2)) == 30
 
 
 def test_journal_on_any_worker_lists_every_request_at_once(

@@ -128,16 +128,18 @@ def serve(
             err=True,
         )
 
+    spread = ""
     if workers > 1:
         result = serve_workers(workers, host, port, lambda w: make_server(w.port, w.log, w),
                                on_line=_echo, on_ready=announce)
         served, unmatched = result.served, result.no_match
+        spread = f" (by worker: {', '.join(map(str, result.per_worker))})"
     else:
         server = make_server(port, _echo)
         asyncio.run(run_server(server, lambda: announce(server.url)))
         served, unmatched = server.stats.served, server.stats.no_match
     click.echo(f"streamtape: stopped; served {served} request{'s' if served != 1 else ''}, "
-               f"{unmatched} unmatched", err=True)
+               f"{unmatched} unmatched{spread}", err=True)
 
 
 def _serve_proxy(
