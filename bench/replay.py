@@ -623,16 +623,17 @@ async def memory_section(args: argparse.Namespace, tape: Path, offsets: list[int
 
 
 async def capacity(args: argparse.Namespace, tape: Path, offsets: list[int],
-                   workers: int) -> int:
+                   workers: int, tree: Path | None = None) -> int:
     """Step the number of streams up; the most whose p99 gap error stays under 5 ms."""
     best = 0
-    with Server("streamtape", tape, "faithful", workers=workers) as srv:
+    with Server("streamtape", tape, "faithful", workers=workers, tree=tree) as srv:
         await timed_run(srv, offsets[:10], 1, 0)
         for n in args.steps:
             run = await timed_run(srv, offsets, n, 1.0)
             p99 = pct(run.gap_errors, 99)
             ok = p99 < 5 * MS and run.incomplete == 0
-            line(f"{workers} worker{'s' if workers > 1 else ''}, {n} streams",
+            name = f"{tree.name}, " if tree else ""
+            line(f"{name}{workers} worker{'s' if workers > 1 else ''}, {n} streams",
                  ms(statistics.median(run.gap_errors)), ms(p99), run.incomplete,
                  f"{100 * run.server_cpu_s / run.wall_s:.0f}",
                  f"{100 * run.client_cpu_s / run.wall_s:.0f}",
@@ -650,6 +651,10 @@ async def capacity_section(args: argparse.Namespace, tape: Path, offsets: list[i
     line("", "median", "p99", "incomplete", "server CPU %", "client CPU %", "load avg",
          "p99 < 5 ms")
     held = {w: await capacity(args, tape, offsets, w) for w in args.workers}
+    if args.compare_tree:
+        before = await capacity(args, tape, offsets, 1, args.compare_tree)
+        print(f"   {args.compare_tree.name}, 1 worker: holds {before} concurrent realtime streams "
+              "with p99 < 5 ms", flush=True)
     for w, best in held.items():
         print(f"   {w} worker{'s' if w > 1 else ''}: holds {best} concurrent realtime streams "
               "with p99 < 5 ms", flush=True)
@@ -706,8 +711,8 @@ def main() -> None:
     ap.add_argument("--three-runs", type=int, default=1000, metavar="N",
                     help="streams of section 8 (three runs in a row)")
     ap.add_argument("--compare-tree", type=Path, metavar="DIR",
-                    help="section 8 also for the server of another checkout (a figure before "
-                         "a change, measured beside the one after it)")
+                    help="sections 5 and 8 also for the server of another checkout (a figure "
+                         "before a change, measured beside the one after it)")
     ap.add_argument("--fifo", action="store_true",
                     help="run the client and servers at SCHED_FIFO priority 1 (root): "
                          "a quiet machine's figures on a busy one")
