@@ -188,7 +188,8 @@ class Server:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
                  "--profile", profile, str(tape)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tree or ROOT,
+                env={**os.environ, "PYTHONPATH": str(tree)} if tree else None,
             )
             assert self.proc.stderr is not None
             first = self.proc.stderr.readline()
@@ -594,18 +595,24 @@ async def proxy_section(args: argparse.Namespace, tape: Path, offsets: list[int]
     print("7. faithful timing through the proxy (streamtape serve --proxy), |gap error| (ms)",
           flush=True)
     line("", "direct med", "direct p99", "proxy med", "proxy p99", "proxy/direct p99")
+    trees: list[tuple[str, Path | None]] = [("", None)]
+    if args.compare_tree:
+        trees.append((f"{args.compare_tree.name}, ", args.compare_tree))
     for n in args.proxy_streams:
-        row = []
-        p99s = []
-        for kind in ("streamtape", "proxy"):
-            with Server(kind, tape, "faithful") as srv:
-                await timed_run(srv, offsets[:10], 1, 0)
-                errs: list[int] = []
-                for _ in range(3 if n == 1 else 1):
-                    errs += (await timed_run(srv, offsets, n, 1.0 if n > 1 else 0)).gap_errors
-            p99s.append(pct(errs, 99))
-            row += [ms(statistics.median(errs)), ms(pct(errs, 99))]
-        line(f"{n} stream{'s' if n > 1 else ''}", *row, f"{p99s[1] / max(1, p99s[0]):.2f}x")
+        for name, tree in trees:
+            row = []
+            p99s = []
+            for kind in ("streamtape", "proxy"):
+                with Server(kind, tape, "faithful", tree=tree) as srv:
+                    await timed_run(srv, offsets[:10], 1, 0)
+                    errs: list[int] = []
+                    for _ in range(3 if n == 1 else 1):
+                        run = await timed_run(srv, offsets, n, 1.0 if n > 1 else 0)
+                        errs += run.gap_errors
+                p99s.append(pct(errs, 99))
+                row += [ms(statistics.median(errs)), ms(pct(errs, 99))]
+            line(f"{name}{n} stream{'s' if n > 1 else ''}", *row,
+                 f"{p99s[1] / max(1, p99s[0]):.2f}x")
     print("   target: the proxy's p99 within 1.5x of direct\n", flush=True)
 
 
@@ -711,7 +718,7 @@ def main() -> None:
     ap.add_argument("--three-runs", type=int, default=1000, metavar="N",
                     help="streams of section 8 (three runs in a row)")
     ap.add_argument("--compare-tree", type=Path, metavar="DIR",
-                    help="sections 5 and 8 also for the server of another checkout (a figure "
+                    help="sections 5, 7 and 8 also for the server of another checkout (a figure "
                          "before a change, measured beside the one after it)")
     ap.add_argument("--fifo", action="store_true",
                     help="run the client and servers at SCHED_FIFO priority 1 (root): "
