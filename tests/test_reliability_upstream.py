@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
+import mitmproxy.version
 import pytest
 
 import streamtape
@@ -36,6 +37,8 @@ from streamtape.wire import UPSTREAM_RESET
 from tests.builders import EVENTS
 from tests.recording import recording
 from tests.servers import SSE_HEADERS, Conn, Received, ScriptedServer
+
+MITMPROXY_MAJOR = int(mitmproxy.version.VERSION.split(".")[0])
 
 pytestmark = pytest.mark.slow
 
@@ -143,7 +146,15 @@ def _endless_head(ix: Interaction) -> None:
 @pytest.mark.parametrize(
     ("path", "failure", "check"),
     [
-        pytest.param("/reset", httpx.ReadError, _reset, id="reset-mid-stream"),
+        pytest.param(
+            "/reset", httpx.ReadError, _reset, id="reset-mid-stream",
+            marks=pytest.mark.xfail(
+                MITMPROXY_MAJOR < 12, strict=True,
+                reason="mitmproxy 11 drops the upstream connection before the error hook, after a "
+                "reset and after a clean early close alike, so the recorder cannot tell them apart: "
+                "the client sees a close (RemoteProtocolError) and the cassette says upstream_closed",
+            ),
+        ),
         pytest.param("/stall", httpx.ReadTimeout, _stall, id="stall-past-the-client-timeout"),
         pytest.param("/bad-chunk", httpx.RemoteProtocolError, _bad_chunk, id="malformed-chunked"),
         pytest.param("/endless-head", httpx.ReadTimeout, _endless_head, id="headers-never-end"),
