@@ -3,9 +3,18 @@
     .venv/bin/python bench/replay.py [--long] [--quick]
 
 Everything is measured over loopback HTTP, with the server under test in its
-own process and an asyncio ``Protocol`` client in this one that parses the
-chunked framing itself and timestamps every chunk as it arrives (one
-``perf_counter_ns`` read per ``recv``).
+own process and the client in another: ``bench/loadgen.c``, a small epoll
+client in C compiled with gcc at the start of each run, which parses the
+chunked framing itself and stamps every chunk with ``CLOCK_MONOTONIC`` (the
+clock of ``perf_counter_ns``) right after the read that completed it. It is
+in C because on two cores a Python client costs nearly as much CPU per piece
+as the server: a capacity figure then measured the client too, and the
+client's own scheduling showed up as the server's timing error.
+``--client asyncio`` (and the fallback when gcc is missing or the compile
+fails; the header line says which client measured) is the former client, an
+asyncio ``Protocol`` in this process doing the same (one ``perf_counter_ns``
+read per ``recv``). Sections 3 (throughput) and 4 (memory) always use the
+asyncio client: they count pieces and hold connections, not time them.
 
 Servers, each in a child process serving the same cassette:
 
@@ -16,11 +25,11 @@ Servers, each in a child process serving the same cassette:
   until each piece is due (or not at all in instant mode). It is the
   throughput baseline, and for timing it shows what plain asyncio timers give.
 
-The client does no garbage collection while it measures (``gc.freeze`` and
-``gc.disable`` for each run): a full collection in the client would show up
-as the server's timing error. With ``--fifo`` (root) the client and the
-servers run at ``SCHED_FIFO`` priority 1: on a machine busy with other work
-that is what a quiet machine gives, and the figures say so.
+The asyncio client does no garbage collection while it measures
+(``gc.freeze`` and ``gc.disable`` for each run): a full collection in the
+client would show up as the server's timing error. With ``--fifo`` (root) the
+client and the servers run at ``SCHED_FIFO`` priority 1: on a machine busy
+with other work that is what a quiet machine gives, and the figures say so.
 
 Figures (targets from issue 4):
 
@@ -56,6 +65,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -69,6 +79,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MS = 1_000_000
+LOADGEN_C = Path(__file__).with_name("loadgen.c")
 REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
 
 
@@ -313,6 +324,24 @@ class Stream(asyncio.Protocol):
             self.done.set_result(None)
 
 
+def build_loadgen(tmp: Path) -> tuple[Path | None, str]:
+    """Compile loadgen.c into ``tmp``: (the binary, "") or (None, why not)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None, "gcc not found"
+    exe = tmp / "loadgen"
+    cc = subprocess.run([gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                         str(LOADGEN_C)], capture_output=True, text=True)
+    if cc.returncode:
+        errors = [ln for ln in cc.stderr.splitlines() if "error" in ln]
+        return None, f"gcc failed: {(errors or [f'exit status {cc.returncode}'])[0]}"
+    return exe, ""
+
+
+# The C client that timed_run uses, once bench() compiled it; None: the asyncio client.
+LOADGEN: Path | None = None
+
+
 @dataclass
 class Run:
     streams: int
@@ -335,7 +364,11 @@ def pct(values: list[int], p: float) -> float:
 
 
 async def timed_run(server: Server, offsets: list[int], streams: int, stagger_s: float) -> Run:
-    """``streams`` concurrent faithful streams; no garbage collection in this client meanwhile."""
+    """``streams`` concurrent faithful streams, each started at a time drawn uniformly from
+    [0, stagger_s), measured by the C client if there is one, else by the asyncio one (and no
+    garbage collection in this process meanwhile)."""
+    if LOADGEN is not None:
+        return await _timed_run_c(LOADGEN, server, offsets, streams, stagger_s)
     gc.collect()
     gc.freeze()
     gc.disable()
@@ -366,20 +399,58 @@ async def _timed_run(server: Server, offsets: list[int], streams: int, stagger_s
         await loop.create_connection(lambda: proto, "127.0.0.1", server.port)
         await done
 
-    async def sample_rss() -> None:
-        while True:
-            run.peak_rss_kib = max(run.peak_rss_kib, server.rss_kib())
-            await asyncio.sleep(0.1)
-
-    sampler = asyncio.create_task(sample_rss())
+    sampler = asyncio.create_task(sample_rss(server, run))
     await asyncio.gather(*(one(rng.uniform(0, stagger_s)) for _ in range(streams)))
     sampler.cancel()
     run.wall_s = time.perf_counter() - start
     run.server_cpu_s = server.cpu_s() - cpu0
     run.client_cpu_s = time.process_time() - ccpu0
+    score(run, [p.arrivals for p in protos], offsets)
+    return run
+
+
+async def _timed_run_c(exe: Path, server: Server, offsets: list[int], streams: int,
+                       stagger_s: float) -> Run:
+    """The same run by loadgen.c in a child process, while this one samples the server's RSS."""
+    run = Run(streams)
+    request = exe.parent / ("proxy-request" if server.request == PROXY_REQUEST else "request")
+    request.write_bytes(server.request)
+    run.idle_rss_kib = server.rss_kib()
+    cpu0 = server.cpu_s()
+    start = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), str(server.port), str(request), str(streams), repr(stagger_s), str(streams),
+        stdout=subprocess.PIPE)
+    sampler = asyncio.create_task(sample_rss(server, run))
+    out, _ = await proc.communicate()
+    sampler.cancel()
+    run.wall_s = time.perf_counter() - start
+    run.server_cpu_s = server.cpu_s() - cpu0
+    if proc.returncode:
+        raise RuntimeError(f"loadgen exited with status {proc.returncode}")
+    arrivals = []
+    for row in out.splitlines():
+        fields = row.split()
+        if fields[0] == b"s":  # s INDEX STATUS HTTP_STATUS BODY_BYTES CHUNKS T1 .. TCHUNKS
+            arrivals.append([int(t) for t in fields[6:]])
+        elif fields[0] == b"cpu":
+            run.client_cpu_s = float(fields[1])
+    score(run, arrivals, offsets)
+    return run
+
+
+async def sample_rss(server: Server, run: Run) -> None:
+    """The server's peak RSS during a run, sampled every 0.1 s until cancelled."""
+    while True:
+        run.peak_rss_kib = max(run.peak_rss_kib, server.rss_kib())
+        await asyncio.sleep(0.1)
+
+
+def score(run: Run, arrivals: list[list[int]], offsets: list[int]) -> None:
+    """Each stream's arrival times against the recorded offsets: gap, offset and total errors;
+    a stream without every piece counts as incomplete."""
     rec_gaps = [b - a for a, b in itertools.pairwise(offsets)]
-    for p in protos:
-        a = p.arrivals
+    for a in arrivals:
         if len(a) != len(offsets):
             run.incomplete += 1
             continue
@@ -388,7 +459,6 @@ async def _timed_run(server: Server, offsets: list[int], streams: int, stagger_s
         run.totals.append(a[-1] - a[0])
         for i in range(1, len(a)):
             run.offset_errors.append(abs((a[i] - a[0]) - (offsets[i] - offsets[0])))
-    return run
 
 
 async def throughput(server: Server, pieces: int, conns: int = 4, rounds: int = 3) -> float:
@@ -445,9 +515,15 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"recorded stream: {args.pieces} pieces, gaps {args.gap_ms} ms, {dur:.2f} s; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f} at start", flush=True)
-    print("servers in child processes; client: asyncio Protocol in this process"
-          + ("; client and servers at SCHED_FIFO priority 1 (--fifo)" if args.fifo else ""),
-          flush=True)
+    global LOADGEN
+    client = "asyncio Protocol in this process (--client asyncio)"
+    if args.client == "c":
+        LOADGEN, why = build_loadgen(tmp)
+        client = ("bench/loadgen.c (C, epoll) in a child process" if LOADGEN else
+                  f"asyncio Protocol in this process: the C client is unavailable ({why})")
+    print(f"servers in child processes; client: {client}"
+          + ("; client and servers at SCHED_FIFO priority 1 (--fifo)" if args.fifo else "")
+          + "; sections 3 and 4 use the asyncio client", flush=True)
     print("", flush=True)
 
     # 1. timing error -------------------------------------------------------
@@ -710,7 +786,13 @@ def main() -> None:
     ap.add_argument("--tp-pieces", type=int, default=20000)
     ap.add_argument("--held", type=int, default=1000)
     ap.add_argument("--steps", type=lambda s: [int(x) for x in s.split(",")],
-                    default=[500, 1000, 1500, 2000, 2500, 3000, 3500])
+                    default=list(range(750, 3501, 250)),
+                    help="section 5's stream counts, e.g. 500,1000 (default 750 to 3500 by "
+                         "250: fine enough to resolve a 1.8x ratio)")
+    ap.add_argument("--client", choices=("c", "asyncio"), default="c",
+                    help="the client that times the streams: bench/loadgen.c compiled with gcc "
+                         "(the default; asyncio when gcc is missing or fails) or the asyncio "
+                         "Protocol in this process")
     ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2],
                     help="worker counts whose capacity section 5 measures")
     ap.add_argument("--proxy-streams", type=lambda s: [int(x) for x in s.split(",")],
