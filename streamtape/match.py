@@ -445,6 +445,18 @@ class Matcher:
             finally:
                 self._received.append(entry)  # finished: a shared journal stores it as it is
 
+    def answers(
+        self, method: str, url: str, headers: HeadersLike | None = None, body: bytes = b""
+    ) -> bool:
+        """Whether :meth:`match_indexed` would answer this request now, without serving it:
+        nothing is counted and nothing goes into :attr:`received`."""
+        key = RequestKey.of(method, url, headers, body)
+        candidates = self._candidates(key)
+        if not self.strict:
+            return bool(candidates)
+        with self._lock:
+            return any(self._used[i] == 0 for i in candidates)
+
     def note(self, entry: dict[str, Any]) -> None:
         """Add an entry to :attr:`received` that is not a request's (the replay server's
         note of a WebSocket client message that did not match its recording)."""

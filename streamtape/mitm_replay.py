@@ -12,7 +12,13 @@ internal ``X-Streamtape-Replay: TOKEN:INDEX`` header naming the interaction
 the addon matched (so matching and the repeat order happen once, here). The
 flow is streamed (``response.stream = True``), so every step the replay
 server writes on time leaves the proxy as it arrives: the same pieces, the
-same timing, the same profiles, plus the proxy's own ~0.2 ms.
+same timing, the same profiles, plus the proxy's own time.
+
+That is the slow path. A connection whose first request a recording answers
+takes the fast one (:mod:`streamtape.mitm_direct`): mitmproxy relays its bytes
+to the replay server below its HTTP layer, and the replay server reads the
+requests itself, so a piece costs mitmproxy a read and a write instead of a
+trip through its HTTP layer.
 
 Unmatched requests go upstream untouched (``streamtape_unmatched=passthrough``,
 the default) or get a 404 with an OpenAI-shaped error naming the closest
@@ -35,6 +41,7 @@ from enum import StrEnum
 
 from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
+from mitmproxy.proxy import layer, server_hooks
 
 from .cassette import load_many
 from .errors import NoMatchError, OptionError, StreamtapeError
@@ -42,8 +49,10 @@ from .fmt import warning_lines
 from .match import Matcher
 from .match_index import interactions_of, matcher_for
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
+from .mitm_direct import DirectRoutes, pass_on
 from .profiles import Profile, parse_profile
 from .serve import ReplayServer
+from .serve.request import HTTPRequest
 from .wire import error_body
 
 log = logging.getLogger(__name__)
@@ -94,7 +103,14 @@ class ReplayAddon(FailLoudly):
         self._names: list[str | None] = []
         self._token = secrets.token_hex(8)
         self._config_key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bool] | None = None
-        self.stats = {"replayed": 0, "passthrough": 0, "refused": 0}
+        self.routes = DirectRoutes()
+        self._counts = {"replayed": 0, "passthrough": 0, "refused": 0}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Requests replayed (by either path), passed upstream and refused so far."""
+        served = self.server.stats.served if self.server is not None else 0
+        return {**self._counts, "replayed": self._counts["replayed"] + served}
 
     # -- options ----------------------------------------------------------------
 
@@ -196,6 +212,7 @@ class ReplayAddon(FailLoudly):
             log=self._line,
             direct_token=self._token,
             sources=self._names,
+            pass_on=self._pass_on,
         )
         await server.start()
         self.server = server  # only now: its port is bound
@@ -205,6 +222,7 @@ class ReplayAddon(FailLoudly):
         self._ready.set()
         if self.server is not None:
             await self.server.close()
+            self._counts["replayed"] += self.server.stats.served
             self.server = None
 
     def _line(self, line: str) -> None:
@@ -212,6 +230,22 @@ class ReplayAddon(FailLoudly):
             self.on_line(line)
         else:
             log.info(f"streamtape: {line}")
+
+    # -- connections: the fast path (streamtape.mitm_direct) ----------------------
+
+    def next_layer(self, nextlayer: layer.NextLayer) -> None:
+        if self.server is not None and self.matcher is not None and self.failed is None:
+            self.routes.route(nextlayer, self.matcher, self.server.port)
+
+    def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
+        self.routes.connected(data.server)
+
+    def server_disconnected(self, data: server_hooks.ServerConnectionHookData) -> None:
+        self.routes.disconnected(data.server)
+
+    async def _pass_on(self, req: HTTPRequest, writer: asyncio.StreamWriter) -> bool | None:
+        origin = self.routes.origin(writer)
+        return None if origin is None else await pass_on(req, origin, writer)
 
     # -- flows ------------------------------------------------------------------
 
@@ -235,13 +269,12 @@ class ReplayAddon(FailLoudly):
                 flow.response = http.Response.make(
                     404, error_body(str(e)), {"Content-Type": "application/json"}
                 )
-                self.stats["refused"] += 1
+                self._counts["refused"] += 1
                 self._line(f"{r.method} {r.pretty_url} refused (404): {e}")
             else:
-                self.stats["passthrough"] += 1
+                self._counts["passthrough"] += 1
                 self._line(f"{r.method} {r.pretty_url} passed upstream: {e}")
             return
-        self.stats["replayed"] += 1
         flow.metadata["streamtape_replay"] = index
         r.headers["X-Streamtape-Replay"] = f"{self._token}:{index}"
         r.scheme = "http"

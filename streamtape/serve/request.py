@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from ..wire import chunk_size, header_value, keeps_alive
 
@@ -50,6 +51,7 @@ __all__ = [
     "BadRequest",
     "HTTPRequest",
     "parse_head",
+    "peek_request",
     "read_request",
 ]
 
@@ -156,6 +158,33 @@ def body_length(req: HTTPRequest) -> int | None:
     if any(not _DIGITS.fullmatch(x) for x in cl) or len(set(map(int, cl))) != 1:
         raise BadRequest(f"bad Content-Length {', '.join(cl)[:80]!r}")
     return int(cl[0])
+
+
+def peek_request(data: bytes, max_body: int = MAX_BODY) -> HTTPRequest | Literal["more", "no"]:
+    """The first request in ``data`` (bytes a client has sent so far), read without a stream.
+
+    ``"more"`` while its head or its ``Content-Length`` body is still
+    incomplete; ``"no"`` for bytes this reader would not answer without a
+    conversation (a malformed head, a chunked body, ``Expect: 100-continue``,
+    a head or body over the limits). The proxy uses it to decide, before
+    mitmproxy's HTTP layer takes a connection, whether the replay server
+    answers it (:mod:`streamtape.mitm_direct`).
+    """
+    end = data.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
+    if end < 0:
+        return "more" if len(data) < MAX_HEAD else "no"
+    try:
+        req = parse_head(data[:end])
+        length = body_length(req)
+    except BadRequest:
+        return "no"
+    if length is None or length > max_body or req.header("expect") is not None:
+        return "no"
+    start = end + 4
+    if len(data) < start + length:
+        return "more"
+    req.body = data[start:start + length]
+    return req
 
 
 async def read_request(

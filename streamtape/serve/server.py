@@ -24,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -169,6 +169,12 @@ def _error_response(status: int, message: str, type_: ErrorType, *, keep_alive: 
     return _simple_response(status, error_body(message, type_), keep_alive=keep_alive)
 
 
+PassOn = Callable[[HTTPRequest, asyncio.StreamWriter], Awaitable[bool | None]]
+"""Answers a request no recording answers, in place of the server's 404 (the proxy passes
+it on upstream): returns whether the connection may be kept, or None to leave the request
+to the 404."""
+
+
 class ReplayServer:
     """Serve recorded interactions over HTTP/1.1 on ``host:port`` (port 0: any free port),
     and recorded WebSocket sessions to an upgrade on the same port (:attr:`ws_url`).
@@ -203,6 +209,7 @@ class ReplayServer:
         reuse_port: bool = False,
         journal: RequestJournal | None = None,
         numbers: Callable[[], int] | None = None,
+        pass_on: PassOn | None = None,
     ) -> None:
         if isinstance(source, Matcher):
             self.matcher = source
@@ -228,6 +235,8 @@ class ReplayServer:
         self.reuse_port = reuse_port
         """Listen with ``SO_REUSEPORT``: several processes accept on one port (``serve --workers``)."""
         self._numbers = numbers
+        self.pass_on = pass_on
+        """Where a request no recording answers goes instead of the 404 (the proxy's)."""
         self.log = log or _log.info
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
@@ -410,8 +419,13 @@ class ReplayServer:
     async def _respond(self, req: HTTPRequest, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> bool:
         t0 = time.perf_counter_ns()
-        number = self._next_number()
         keep_alive = req.keep_alive
+        if self.pass_on is not None and self._direct(req) is None and not self.matcher.answers(
+                req.method, self._url(req), tuple(req.headers), req.body):
+            kept = await self.pass_on(req, writer)
+            if kept is not None:
+                return kept and keep_alive
+        number = self._next_number()
 
         if req.target.startswith(CONTROL_PREFIX):
             return await self._control(req, writer, number, keep_alive)
