@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -57,7 +59,7 @@ from streamtape.profiles.messages import SessionStepKind, schedule_session
 from streamtape.serve import ReplayServer
 from streamtape.serve.websocket import encode_message
 from tests.builders import MS, chat_ix
-from tests.recording import recording
+from tests.recording import STREAMTAPE, recording, start_listening
 from tests.ws_upstream import WORDS as UPSTREAM_WORDS
 from tests.ws_upstream import realtime_upstream
 
@@ -332,11 +334,14 @@ async def converse(
     events: Sequence[dict[str, Any]] = CLIENT_EVENTS,
     headers: dict[str, str] | None = None,
     until: str = "response.done",
+    **connect: Any,
 ) -> Conversation:
     """Play the recorded client: each client event once the server messages recorded before it
-    arrived (and ``pause_s`` more), then read until ``until`` and close with 1000."""
+    arrived (and ``pause_s`` more), then read until ``until`` and close with 1000.
+    ``connect``: more of ``websockets.connect``'s options (a proxy, a TLS context)."""
     out = Conversation()
-    async with websockets.connect(url + PATH, additional_headers=headers, compression=None) as ws:
+    async with websockets.connect(url + PATH, additional_headers=headers, compression=None,
+                                  **connect) as ws:
         out.headers = dict(ws.response.headers) if ws.response is not None else {}
 
         async def receive() -> str:
@@ -371,6 +376,27 @@ async def test_faithful_replay_into_a_websockets_client_keeps_messages_headers_a
     assert conv.headers["x-request-id"] == "req_7f3a"  # the recorded 101's own headers
     assert conv.headers["sec-websocket-accept"] != "recorded="  # computed for this client's key
     assert "outcome=complete: closed 1000 by the client" in _served(log)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["wss", "ws"])
+async def test_a_recorded_session_replays_through_serve_proxy(tape: Path, tmp_path: Path, scheme: str) -> None:
+    """Through ``serve --proxy`` (a CONNECT tunnel, TLS by mitmproxy's CA for wss): the
+    upgrade is the tunnel's first request, so the replay server itself takes the session."""
+    proc, proxy = start_listening(
+        [*STREAMTAPE, "serve", "--proxy", "--port", "0", "--confdir", str(tmp_path), str(tape)],
+        r"replay proxy on (\S+?:\d+)")
+    try:
+        tls = ssl.create_default_context(cafile=str(tmp_path / "mitmproxy-ca-cert.pem"))
+        conv = await converse(f"{scheme}://api.openai.com", proxy=proxy,
+                              **({"ssl": tls} if scheme == "wss" else {}))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    assert conv.types == SERVER_TYPES and conv.text == TEXT and conv.closed is None
+    assert conv.headers["x-request-id"] == "req_7f3a"
+    assert "outcome=complete: closed 1000 by the client" in out, out
+    assert "replayed 1, passed upstream 0" in err
 
 
 async def test_a_slower_client_gets_every_answer_its_recorded_delay_after_asking(tape: Path) -> None:
