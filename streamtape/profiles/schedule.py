@@ -308,7 +308,11 @@ class _ScheduleBuilder:
             last = max(last, p.at + slow)
             steps.append(Step(last, StepKind.SEND, p.data))
         steps.append(Step(max(last, term.at + slow), terminal))
-        sent = sum(len(s.data) for s in steps)
+        return self.finish(resp, head, steps, terminal, sum(len(s.data) for s in steps))
+
+    def finish(self, resp: Response, head: int, steps: list[Step], terminal: StepKind,
+                 sent: int) -> Schedule:
+        """The :class:`Schedule` of ``resp`` with these steps (``sent`` body bytes)."""
         framing = replay_framing(resp.framing)
         return Schedule(
             resp.status,
@@ -351,17 +355,7 @@ class _ScheduleBuilder:
         at = list(itertools.accumulate(shifted, max, initial=head))
         steps = list(map(Step, at[1:], itertools.repeat(StepKind.SEND), datas))
         steps.append(Step(max(at[-1], end + slow), terminal))
-        framing = replay_framing(resp.framing)
-        return Schedule(
-            resp.status,
-            resp.reason or reason_phrase(resp.status),
-            tuple(end_to_end(resp.headers)),
-            framing,
-            head,
-            tuple(steps),
-            self.text,
-            self.content_length(framing, terminal, sum(map(len, datas))),
-        )
+        return self.finish(resp, head, steps, terminal, sum(map(len, datas)))
 
     # -- chunking ---------------------------------------------------------------
 
