@@ -24,7 +24,7 @@ import pytest
 
 from streamtape import clock
 from streamtape.pieces import Pieces
-from streamtape.profiles import parse_profile
+from streamtape.profiles import Step, StepKind, Steps, parse_profile
 from streamtape.serve.collector import QuietCollector
 from streamtape.transport import Timeline, play_actions
 from streamtape.transport.replayer import Replayer
@@ -72,6 +72,29 @@ def test_a_schedule_without_reshaping_faults_is_the_full_pipelines_schedule(prof
         assert quick.schedule(compact) == reference  # a loaded cassette's compact pieces
 
 
+def test_columnar_steps_are_the_same_sequence_as_the_tuple_of_their_steps() -> None:
+    last = Step(30, StepKind.CUT)
+    steps = Steps([10, 20], [b"a", b"bc"], last)
+    same = (Step(10, StepKind.SEND, b"a"), Step(20, StepKind.SEND, b"bc"), last)
+    assert steps == same and same == steps and hash(steps) == hash(same)
+    assert list(steps) == list(same) and len(steps) == 3
+    assert [steps[i] for i in range(-3, 3)] == [*same, *same]
+    assert steps[1:] == same[1:]
+    assert steps != same[:2]
+    with pytest.raises(IndexError):
+        steps[3]
+    with pytest.raises(ValueError, match="2 times for 1 pieces"):
+        Steps([1, 2], [b"x"], last)
+
+
+def test_a_plain_profile_builds_no_step_per_piece() -> None:
+    ix = _recordings(3)[-1]
+    for profile in ("instant", "faithful", "latency=scale:0.5", "fault=slow-headers:0.1"):
+        steps = parse_profile(profile).schedule(ix).steps
+        assert isinstance(steps, Steps), profile
+        assert steps.data == [p.data for p in ix.response.pieces if p.data]
+
+
 @pytest.mark.parametrize("profile", [*PROFILES, "fault=stall:1:0.05", "fault=cut:60%",
                                      "fault=keepalive:0.01", "fault=reset:10B"])
 def test_a_timeline_plays_what_play_actions_plays_when_no_timeout_fires(profile: str) -> None:
@@ -87,9 +110,9 @@ def test_a_timeline_plays_what_play_actions_plays_when_no_timeout_fires(profile:
             if not timeline.plays_whole(timeout):
                 assert actions[-1].kind == "timeout"
                 continue
-            assert [(a.at_ns, a.data) for a in actions[:-1]] == list(timeline.sends)
+            assert [(a.at_ns, a.data) for a in actions[:-1]] == list(zip(timeline.at, timeline.datas, strict=True))
             assert actions[-1] == timeline.ending
-            assert sum(len(d) for _, d in timeline.sends) == timeline.sent
+            assert sum(map(len, timeline.datas)) == timeline.sent
 
 
 def test_a_replayer_schedules_each_profile_and_recording_once() -> None:

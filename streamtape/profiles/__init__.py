@@ -25,7 +25,18 @@ Everything a caller needs is importable from ``streamtape.profiles``.
 
 from __future__ import annotations
 
-from .model import Amount, ChunkKind, FaultKind, Item, LatencyKind, Schedule, Step, StepKind, Unit
+from .model import (
+    Amount,
+    ChunkKind,
+    FaultKind,
+    Item,
+    LatencyKind,
+    Schedule,
+    Step,
+    StepKind,
+    Steps,
+    Unit,
+)
 from .parse import ADVERSARIAL, PRESETS, SYNTAX, describe, parse_profile
 from .schedule import ERROR_MESSAGE, KEEPALIVE_TEXT, Profile
 
@@ -44,6 +55,7 @@ __all__ = [
     "Schedule",
     "Step",
     "StepKind",
+    "Steps",
     "Unit",
     "describe",
     "parse_profile",

@@ -11,8 +11,11 @@ enum compare equal.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import overload
 
 from ..cassette import Headers
 from ..wire import Framing, framing_headers, header_value
@@ -26,6 +29,7 @@ __all__ = [
     "Schedule",
     "Step",
     "StepKind",
+    "Steps",
     "Unit",
 ]
 
@@ -146,6 +150,60 @@ class Step:
     data: bytes = b""
 
 
+class Steps(Sequence[Step]):
+    """A schedule's steps kept as columns: the times and bytes of its ``send`` steps,
+    then its one ending step.
+
+    A schedule of many pieces is built this way (a recording replayed with its
+    own pieces, under a latency alone), so a 20,000-piece replay makes no
+    :class:`Step` until one is asked for; drivers read :attr:`at` and
+    :attr:`data` directly. It is a sequence of steps like any other, equal to
+    the tuple of the same steps.
+    """
+
+    __slots__ = ("at", "data", "last")
+
+    def __init__(self, at: Sequence[int], data: Sequence[bytes], last: Step) -> None:
+        if len(at) != len(data):
+            raise ValueError(f"{len(at)} times for {len(data)} pieces")
+        self.at = at
+        self.data = data
+        self.last = last
+
+    def __len__(self) -> int:
+        return len(self.at) + 1
+
+    @overload
+    def __getitem__(self, i: int) -> Step: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Step, ...]: ...
+    def __getitem__(self, i: int | slice) -> Step | tuple[Step, ...]:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        n = len(self.at)
+        k = i + n + 1 if i < 0 else i
+        if k == n:
+            return self.last
+        if not 0 <= k < n:
+            raise IndexError(i)
+        return Step(self.at[k], StepKind.SEND, self.data[k])
+
+    def __iter__(self) -> Iterator[Step]:
+        yield from map(Step, self.at, itertools.repeat(StepKind.SEND), self.data)
+        yield self.last
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Steps({len(self.at)} sends, then {self.last!r})"
+
+
 @dataclass(frozen=True)
 class Schedule:
     """Everything a driver needs to play one response.
@@ -173,7 +231,7 @@ class Schedule:
     end_to_end: Headers
     framing: Framing
     head_at_ns: int
-    steps: tuple[Step, ...]
+    steps: Sequence[Step]
     text: str = ""
     content_length: int | None = None
 
@@ -188,12 +246,14 @@ class Schedule:
 
     @property
     def pieces(self) -> list[bytes]:
+        if isinstance(self.steps, Steps):
+            return list(self.steps.data)
         return [s.data for s in self.steps if s.kind == StepKind.SEND]
 
     @property
     def body(self) -> bytes:
         """Every byte the schedule sends, joined."""
-        return b"".join(s.data for s in self.steps if s.kind == StepKind.SEND)
+        return b"".join(self.pieces)
 
     @property
     def ending(self) -> StepKind:

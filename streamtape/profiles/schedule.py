@@ -38,6 +38,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import random
 import re
 from collections.abc import Sequence
@@ -47,7 +48,7 @@ from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction, PieceS
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
 from ..wire import UPSTREAM_RESET, Framing, end_to_end, has_no_body, reason_phrase, replay_framing
-from .model import ChunkKind, FaultKind, Item, LatencyKind, Schedule, Step, StepKind
+from .model import ChunkKind, FaultKind, Item, LatencyKind, Schedule, Step, StepKind, Steps
 
 __all__ = ["ERROR_MESSAGE", "KEEPALIVE_TEXT", "Profile"]
 
@@ -156,15 +157,12 @@ def _recorded(resp: Response) -> tuple[list[int], list[bytes]]:
         kept = [c for c in pieces if c.data]
         return [c.at_ns for c in kept], [c.data for c in kept]
     compact = pieces.compact()
-    body = compact.data
-    times: list[int] = []
-    datas: list[bytes] = []
-    start = 0
-    for end, at in zip(compact.ends, compact.at, strict=True):
-        if end > start:
-            times.append(at)
-            datas.append(body[start:end])
-        start = end
+    body, ends = compact.data, compact.ends
+    datas = [body[s:e] for s, e in zip(itertools.chain((0,), ends), ends, strict=False)]
+    times = list(compact.at)
+    if b"" in datas:
+        pairs = [(t, d) for t, d in zip(times, datas, strict=True) if d]
+        return [t for t, _ in pairs], [d for _, d in pairs]
     return times, datas
 
 
@@ -310,8 +308,8 @@ class _ScheduleBuilder:
         steps.append(Step(max(last, term.at + slow), terminal))
         return self.finish(resp, head, steps, terminal, sum(len(s.data) for s in steps))
 
-    def finish(self, resp: Response, head: int, steps: list[Step], terminal: StepKind,
-                 sent: int) -> Schedule:
+    def finish(self, resp: Response, head: int, steps: Sequence[Step], terminal: StepKind,
+               sent: int) -> Schedule:
         """The :class:`Schedule` of ``resp`` with these steps (``sent`` body bytes)."""
         framing = replay_framing(resp.framing)
         return Schedule(
@@ -320,7 +318,7 @@ class _ScheduleBuilder:
             tuple(end_to_end(resp.headers)),
             framing,
             head,
-            tuple(steps),
+            steps if isinstance(steps, Steps) else tuple(steps),
             self.text,
             self.content_length(framing, terminal, sent),
         )
@@ -351,11 +349,12 @@ class _ScheduleBuilder:
             ptimes, datas = [t for t, _ in kept], [d for _, d in kept]
         slow = self.slow_headers()
         head += slow
-        shifted = ptimes if not slow else [t + slow for t in ptimes]
-        at = list(itertools.accumulate(shifted, max, initial=head))
-        steps = list(map(Step, at[1:], itertools.repeat(StepKind.SEND), datas))
-        steps.append(Step(max(at[-1], end + slow), terminal))
-        return self.finish(resp, head, steps, terminal, sum(map(len, datas)))
+        at = ptimes if not slow else [t + slow for t in ptimes]
+        if at and (at[0] < head or not all(map(operator.le, at, itertools.islice(at, 1, None)))):
+            at = list(itertools.accumulate(at, max, initial=head))  # (not so when instant)
+            del at[0]
+        ending = Step(max(at[-1] if at else head, end + slow), terminal)
+        return self.finish(resp, head, Steps(at, datas, ending), terminal, sum(map(len, datas)))
 
     # -- chunking ---------------------------------------------------------------
 

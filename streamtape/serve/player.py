@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import struct
 from collections.abc import Sequence
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..clock import Timer, call_at_ns, now_ns
-from ..profiles import Step, StepKind
-from ..wire import Framing, frame
+from ..profiles import Step, StepKind, Steps
+from ..wire import Framing, frame, framer
 
 __all__ = ["Player", "Prepared", "Stop", "reset"]
 
@@ -68,6 +69,15 @@ class Prepared:
 
     @classmethod
     def of(cls, steps: Sequence[Step], framing: Framing) -> Prepared:
+        if isinstance(steps, Steps) and framing != Framing.NONE:  # columns already
+            last = steps.last
+            return cls(
+                (*steps.at, last.at_ns),
+                (*itertools.repeat(StepKind.SEND, len(steps.at)), last.kind),
+                (*map(framer(framing), steps.data), b""),
+                (*map(len, steps.data), 0),
+            )
+
         def sends(s: Step) -> bool:
             return s.kind == StepKind.SEND and framing != Framing.NONE
 

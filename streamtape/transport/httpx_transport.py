@@ -197,7 +197,7 @@ class _BodyPlayer:
                     yield data
             return
         t0, seen = self._t0, now()
-        for at_ns, data in timeline.sends:
+        for at_ns, data in zip(timeline.at, timeline.datas, strict=True):
             if self._closed:
                 return
             if realtime and t0 + at_ns > seen:
@@ -223,7 +223,7 @@ class _BodyPlayer:
                     yield data
             return
         t0, seen = self._t0, now()
-        for at_ns, data in timeline.sends:
+        for at_ns, data in zip(timeline.at, timeline.datas, strict=True):
             if self._closed:
                 return
             if not realtime:

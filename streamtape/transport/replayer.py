@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, NamedTuple, TypedDict, Unpack
 from ..cassette import Cassette, Interaction, load, load_many
 from ..errors import NoMatchError, OptionError, ProfileError, SessionError
 from ..match import Matcher
-from ..profiles import Profile, Schedule, Step, StepKind, parse_profile
+from ..profiles import Profile, Schedule, Step, StepKind, Steps, parse_profile
 from ..wire import PROFILE_HEADER, ErrorType, Framing, error_body, header_value, reason_phrase
 
 __all__ = [
@@ -118,16 +118,18 @@ def play_actions(
 class Timeline:
     """A schedule's body as :func:`play_actions` gives it when no read timeout fires.
 
-    ``sends`` are the ``(at_ns, piece)`` of every non-empty ``send`` step, in
-    order; ``ending`` the final step; ``sent`` their bytes; ``longest_silence_ns``
-    the longest wait a client meets (from the head or a piece to the next
-    piece or the ending). A read timeout at least that long never fires, and
-    :func:`play_actions` is then exactly ``sends`` and ``ending``: the faces
-    walk this flat tuple instead of building an :class:`Action` per piece,
-    and a plan's timeline is computed once however many requests play it.
+    ``at`` and ``datas`` are the times and bytes of every non-empty ``send``
+    step, in order; ``ending`` the final step; ``sent`` their bytes;
+    ``longest_silence_ns`` the longest wait a client meets (from the head or a
+    piece to the next piece or the ending). A read timeout at least that long
+    never fires, and :func:`play_actions` is then exactly the sends and
+    ``ending``: the faces walk these two columns instead of building an
+    :class:`Action` per piece, and a plan's timeline is computed once however
+    many requests play it.
     """
 
-    sends: tuple[tuple[int, bytes], ...]
+    at: Sequence[int]
+    datas: Sequence[bytes]
     ending: Action
     sent: int
     longest_silence_ns: int
@@ -139,17 +141,23 @@ class Timeline:
         steps = schedule.steps
         if not steps or steps[-1].kind not in _ENDINGS:
             return None
+        end = steps[-1]
+        if isinstance(steps, Steps):  # columns already: every send carries bytes, in time order
+            at, datas = steps.at, steps.data
+            waits: tuple[int, ...] = (end.at_ns - schedule.head_at_ns,)
+            if at:  # each wait: from the head or a piece to the next piece or the ending
+                waits = (at[0] - schedule.head_at_ns, end.at_ns - at[-1],
+                         max(map(operator.sub, at[1:], at), default=0))
+            return cls(at, datas, Action(end.at_ns, end.kind), sum(map(len, datas)), max(0, *waits))
         body = steps[:-1]
         if any(s.kind is not _SEND for s in body):
             return None
-        sends = tuple((s.at_ns, s.data) for s in body if s.data)
-        end = steps[-1]
-        at = [a for a, _ in sends]
+        sends = [(s.at_ns, s.data) for s in body if s.data]
+        at, datas = [a for a, _ in sends], [d for _, d in sends]
         # Each wait: from the latest of the head and the pieces so far to the next step.
         latest = itertools.accumulate(at, max, initial=schedule.head_at_ns)
         longest = max(map(operator.sub, [*at, end.at_ns], latest), default=0)
-        return cls(sends, Action(end.at_ns, end.kind), sum(len(d) for _, d in sends),
-                   max(longest, 0))
+        return cls(at, datas, Action(end.at_ns, end.kind), sum(map(len, datas)), max(longest, 0))
 
     def plays_whole(self, read_timeout_ns: int | None) -> bool:
         """Whether a client with this read timeout gets every piece and the ending."""
