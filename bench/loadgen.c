@@ -1,7 +1,8 @@
-/* loadgen: the load client of bench/replay.py (C99 for Linux: epoll, no dependencies).
+/* loadgen: the load client of bench/replay.py and bench/reliability.py (C99 for Linux:
+ * epoll, no dependencies), compiled and run by bench/_loadgen.py.
  *
  *   gcc -O2 -std=c99 -Wall -Wextra -Werror -o loadgen bench/loadgen.c
- *   loadgen PORT REQUEST_FILE N STAGGER_S SEED
+ *   loadgen PORT REQUEST_FILE N STAGGER_S SEED [EVERY:AFTER]
  *
  * Why C: on two cores the Python client cost nearly as much CPU per piece as the
  * server it measured, so a capacity figure measured the client too, and its own
@@ -16,12 +17,20 @@
  * the server closes. It never spins: epoll_wait blocks until the next scheduled
  * connect (or forever once all are open).
  *
+ * EVERY:AFTER, a client hanging up mid-stream: each stream whose index is a multiple
+ * of EVERY (0 included) closes its connection as soon as its AFTER-th chunk is
+ * complete, whatever else the same read() brought (both at least 1).
+ *
  * Output, one line per stream in index order, then the client's CPU:
- *   s INDEX STATUS HTTP_STATUS BODY_BYTES CHUNKS T1 .. TCHUNKS     (times in ns)
+ *   s INDEX STATUS HTTP_STATUS BODY_BYTES FNV1A CHUNKS T1 .. TCHUNKS  (times in ns)
  *   cpu SECONDS                                  (user + system, getrusage)
- * STATUS: ok (the 0-size chunk arrived), eof (the server closed before it), bad (not
- * a chunked HTTP/1.1 response), or the errno name of a failed connect, send or read
- * (e.g. ECONNREFUSED). Exit status 2 only for bad arguments or an unreadable file.
+ * BODY_BYTES and FNV1A (16 hex digits): the count and the 64-bit FNV-1a hash of the
+ * body's bytes without the chunked framing (what the stream read of it, the whole body
+ * if its STATUS is ok), so a caller can check it byte for byte without the bodies.
+ * STATUS: ok (the 0-size chunk arrived), hangup (this client left on purpose, after
+ * AFTER chunks), eof (the server closed before the end), bad (not a chunked HTTP/1.1
+ * response), or the errno name of a failed connect, send or read (e.g. ECONNREFUSED).
+ * Exit status 2 only for bad arguments or an unreadable file.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -48,6 +57,8 @@ struct stream {
     const char *status;          /* set when the stream ends */
     int http_status, chunked;
     size_t sent, left, body;     /* request bytes sent, chunk bytes still due, body bytes */
+    uint64_t fnv;                /* FNV-1a of the body bytes so far */
+    size_t hang_after;           /* close after this many chunks (0: read to the end) */
     char line[128];              /* the current line of the head, a size or a trailer */
     size_t line_len;
     int64_t *at;                 /* chunk arrival times */
@@ -165,6 +176,8 @@ static const char *on_line(struct stream *s, const char *line, int64_t t) {
         }
         s->at[s->n++] = t;
         s->st = SIZE;
+        if (s->n == s->hang_after)
+            return "hangup";
         break;
     case TRAILERS:  /* after the 0-size chunk, up to an empty line */
         return *line ? NULL : "ok";
@@ -179,6 +192,8 @@ static void feed(struct stream *s, const char *p, size_t n, int64_t t) {
     while (n && s->st != ENDED) {
         if (s->st == DATA) {
             size_t take = n < s->left ? n : s->left;
+            for (size_t i = 0; i < take; i++)
+                s->fnv = (s->fnv ^ (unsigned char)p[i]) * 0x100000001b3ULL;
             p += take, n -= take, s->left -= take, s->body += take;
             if (!s->left)
                 s->st = DATA_END;
@@ -238,8 +253,8 @@ static char *read_file(const char *path, size_t *len) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s PORT REQUEST_FILE N STAGGER_S SEED\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s PORT REQUEST_FILE N STAGGER_S SEED [EVERY:AFTER]\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]);
@@ -251,6 +266,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t n = (size_t)count;
+    unsigned long every = 0, after = 0;  /* the hang-up rule, if any */
+    if (argc == 7) {
+        char *colon, *stop;
+        every = strtoul(argv[6], &colon, 10);
+        after = *colon == ':' ? strtoul(colon + 1, &stop, 10) : 0;
+        if (colon == argv[6] || *colon != ':' || stop == colon + 1 || *stop || !every || !after) {
+            fprintf(stderr, "loadgen: bad EVERY:AFTER (two numbers, both at least 1)\n");
+            return 2;
+        }
+    }
     if (!(request = read_file(argv[2], &request_len))) {
         fprintf(stderr, "loadgen: cannot read %s\n", argv[2]);
         return 2;
@@ -268,6 +293,8 @@ int main(int argc, char **argv) {
         double u = (double)(splitmix64(&seed) >> 11) / 9007199254740992.0;  /* [0, 1) */
         S[i].start_ns = (int64_t)(u * stagger * 1e9);
         S[i].fd = -1;
+        S[i].fnv = 0xcbf29ce484222325ULL;  /* the FNV-1a offset basis */
+        S[i].hang_after = every && i % every == 0 ? after : 0;
         order[i] = i;
     }
     qsort(order, n, sizeof *order, by_start);
@@ -293,7 +320,8 @@ int main(int argc, char **argv) {
 
     for (size_t i = 0; i < n; i++) {
         struct stream *s = &S[i];
-        printf("s %zu %s %d %zu %zu", i, s->status, s->http_status, s->body, s->n);
+        printf("s %zu %s %d %zu %016llx %zu", i, s->status, s->http_status, s->body,
+               (unsigned long long)s->fnv, s->n);
         for (size_t j = 0; j < s->n; j++)
             printf(" %lld", (long long)s->at[j]);
         putchar('\n');

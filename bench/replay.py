@@ -4,7 +4,8 @@
 
 Everything is measured over loopback HTTP, with the server under test in its
 own process and the client in another: ``bench/loadgen.c``, a small epoll
-client in C compiled with gcc at the start of each run, which parses the
+client in C compiled with gcc at the start of each run (``bench/_loadgen.py``
+compiles, runs and reads it, for bench/reliability.py too), which parses the
 chunked framing itself and stamps every chunk with ``CLOCK_MONOTONIC`` (the
 clock of ``perf_counter_ns``) right after the read that completed it. It is
 in C because on two cores a Python client costs nearly as much CPU per piece
@@ -66,7 +67,6 @@ import itertools
 import json
 import os
 import random
-import shutil
 import signal
 import statistics
 import subprocess
@@ -80,8 +80,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.path)
+
 MS = 1_000_000
-LOADGEN_C = Path(__file__).with_name("loadgen.c")
 REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
 
 
@@ -327,20 +328,6 @@ class Stream(asyncio.Protocol):
             self.done.set_result(None)
 
 
-def build_loadgen(tmp: Path) -> tuple[Path | None, str]:
-    """Compile loadgen.c into ``tmp``: (the binary, "") or (None, why not)."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        return None, "gcc not found"
-    exe = tmp / "loadgen"
-    cc = subprocess.run([gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                         str(LOADGEN_C)], capture_output=True, text=True)
-    if cc.returncode:
-        errors = [ln for ln in cc.stderr.splitlines() if "error" in ln]
-        return None, f"gcc failed: {(errors or [f'exit status {cc.returncode}'])[0]}"
-    return exe, ""
-
-
 # The C client that timed_run uses, once bench() compiled it; None: the asyncio client.
 LOADGEN: Path | None = None
 
@@ -414,31 +401,22 @@ async def _timed_run(server: Server, offsets: list[int], streams: int, stagger_s
 
 async def _timed_run_c(exe: Path, server: Server, offsets: list[int], streams: int,
                        stagger_s: float) -> Run:
-    """The same run by loadgen.c in a child process, while this one samples the server's RSS."""
+    """The same run by loadgen.c in a child process (bench/_loadgen.py), while this one samples
+    the server's RSS."""
     run = Run(streams)
-    request = exe.parent / ("proxy-request" if server.request == PROXY_REQUEST else "request")
-    request.write_bytes(server.request)
     run.idle_rss_kib = server.rss_kib()
     cpu0 = server.cpu_s()
     start = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(
-        str(exe), str(server.port), str(request), str(streams), repr(stagger_s), str(streams),
-        stdout=subprocess.PIPE)
     sampler = asyncio.create_task(sample_rss(server, run))
-    out, _ = await proc.communicate()
-    sampler.cancel()
+    try:
+        result = await _loadgen.run_async(exe, server.port, server.request, streams, stagger_s,
+                                          seed=streams)
+    finally:
+        sampler.cancel()
     run.wall_s = time.perf_counter() - start
     run.server_cpu_s = server.cpu_s() - cpu0
-    if proc.returncode:
-        raise RuntimeError(f"loadgen exited with status {proc.returncode}")
-    arrivals = []
-    for row in out.splitlines():
-        fields = row.split()
-        if fields[0] == b"s":  # s INDEX STATUS HTTP_STATUS BODY_BYTES CHUNKS T1 .. TCHUNKS
-            arrivals.append([int(t) for t in fields[6:]])
-        elif fields[0] == b"cpu":
-            run.client_cpu_s = float(fields[1])
-    score(run, arrivals, offsets)
+    run.client_cpu_s = result.cpu_s
+    score(run, [s.arrivals for s in result.streams], offsets)
     return run
 
 
@@ -525,7 +503,7 @@ async def bench(args: argparse.Namespace) -> None:
     global LOADGEN
     client = "asyncio Protocol in this process (--client asyncio)"
     if args.client == "c":
-        LOADGEN, why = build_loadgen(tmp)
+        LOADGEN, why = _loadgen.build(tmp)
         client = ("bench/loadgen.c (C, epoll) in a child process" if LOADGEN else
                   f"asyncio Protocol in this process: the C client is unavailable ({why})")
     print(f"servers in child processes; client: {client}"
