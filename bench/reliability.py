@@ -371,7 +371,7 @@ def _see(url: str) -> tuple[str, bytes]:
 
 def upstream_faults(figs: Figures, tmp: Path, run: int) -> None:
     out = tmp / f"faults{run}.tape"
-    with ScriptedServer(dict(FAULTS)) as up:  # type: ignore[arg-type]
+    with ScriptedServer(dict(FAULTS)) as up:
         direct = {p: _see(up.url + p) for p in FAULTS}
         rec, raddr, rlines = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
                                     "--upstream", up.url], r"recording on (\S+:\d+)")
@@ -518,7 +518,7 @@ def serve_abuse(figs: Figures, tmp: Path) -> None:
         dropped = time.monotonic() - t0
         stuck.close()
         line = next((x for x in lines if "client_stalled" in x), "")
-        waiting = int(m.group(1)) if (m := re.search(r"with (\d+) bytes waiting", line)) else -1
+        waiting = int(w.group(1)) if (w := re.search(r"with (\d+) bytes waiting", line)) else -1
         figs.add("serve: a client that never reads an 8 MiB instant stream (--client-timeout 1)",
                  "dropped after {dropped:.2f} s with {kib:.0f} KiB waiting in the server (high-water mark 64 KiB "
                  "+ at most 16 pieces)", dropped=round(dropped, 2), kib=round(waiting / 1024))
