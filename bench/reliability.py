@@ -5,13 +5,17 @@
 Everything is real: ``streamtape record`` and ``streamtape serve`` processes,
 an upstream in its own process (``python -m tests.reliability upstream``: SSE
 events stamped with the ``perf_counter_ns`` of their write), raw HTTP/1.1
-clients on one event loop in this process (tests/reliability.py), SIGKILL,
-a tmpfs that fills up (root; else a file size limit, RLIMIT_FSIZE, which fails
-the write the same way, and the line says which), descriptors and RSS read
-from /proc. Each figure that has a baseline is measured beside it in the same
-run: the recorder's per-event latency beside the same streams direct and
-through a plain ``mitmdump`` that only streams; the replay server's gap error
-at 1,000 streams beside one stream alone.
+clients on one event loop in this process (tests/reliability.py) except for
+the replay server's realtime streams (``bench/loadgen.c``, a C epoll client in
+its own process, compiled with gcc by bench/_loadgen.py; on two cores the
+Python client's own cost showed up as the server's timing error; the asyncio
+client when gcc is missing, and the line says which), SIGKILL, a tmpfs that
+fills up (root; else a file size limit, RLIMIT_FSIZE, which fails the write
+the same way, and the line says which), descriptors and RSS read from /proc.
+Each figure that has a baseline is measured beside it in the same run: the
+recorder's per-event latency beside the same streams direct and through a
+plain ``mitmdump`` that only streams; the replay server's gap error at 1,000
+streams beside 5 streams at once.
 
 With ``--runs N`` every measurement is made N times (the paths alternating
 order) and each line gives the median, with the range ``[min-max]`` after it.
@@ -42,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.path)
 import httpx  # noqa: E402
 
 import streamtape  # noqa: E402
@@ -76,6 +81,7 @@ class Figure:
     fmt: str
     runs: list[dict[str, float]] = field(default_factory=list)
     note: str = ""
+    note_fmt: str = ""  # a note with numbers in it, formatted as ``fmt`` is (their medians)
 
     def line(self) -> str:
         keys = self.runs[0].keys()
@@ -87,15 +93,16 @@ class Figure:
                 for k in keys if len({r[k] for r in self.runs}) > 1
             )
             text += f"  [median of {len(self.runs)}" + (f"; range {spread}]" if spread else "; all equal]")
-        return f"{self.name}: {text}" + (f" ({self.note})" if self.note else "")
+        note = "; ".join(x for x in (self.note, self.note_fmt.format(**med)) if x)
+        return f"{self.name}: {text}" + (f" ({note})" if note else "")
 
 
 class Figures:
     def __init__(self) -> None:
         self.by_name: dict[str, Figure] = {}
 
-    def add(self, name: str, fmt: str, note: str = "", **values: float) -> None:
-        fig = self.by_name.setdefault(name, Figure(name, fmt, note=note))
+    def add(self, name: str, fmt: str, note: str = "", note_fmt: str = "", **values: float) -> None:
+        fig = self.by_name.setdefault(name, Figure(name, fmt, note=note, note_fmt=note_fmt))
         fig.runs.append(values)
 
 
@@ -404,18 +411,54 @@ def _steady_tape(path: Path, pieces: int = 50) -> tuple[list[int], bytes]:
     return times, b"".join(events)
 
 
-def _gap_errors(fetched: list[Fetched], times: list[int]) -> list[float]:
+@dataclass
+class Served:
+    """One stream read from the replay server, by either client."""
+
+    complete: bool  # the last chunk came
+    exact: bool  # complete, and its body is the recorded one byte for byte
+    hung_up: bool  # this client left on purpose
+    arrivals: list[int]  # each piece's arrival, perf_counter_ns
+
+
+HANG_UP = (20, 10)  # every 20th client (0 included) hangs up after 10 pieces
+
+
+def _serve_round(port: int, n: int, stagger_s: float, body: bytes, loadgen: Path | None,
+                 hang_up: bool = True) -> tuple[list[Served], float]:
+    """``n`` streams of the replay server's recording, ``HANG_UP`` among them (if ``hang_up``);
+    with the client's CPU seconds. loadgen (``bench/loadgen.c``, its own process) starts stream
+    i at a time drawn uniformly from [0, stagger_s) and checks a body by its FNV-1a hash; the
+    asyncio client of tests/reliability.py (in this process) starts them evenly spaced."""
+    every, after = HANG_UP
+    if loadgen is not None:
+        result = _loadgen.run(loadgen, port, request_bytes(PATH), n, stagger_s, seed=n,
+                              hang_up=HANG_UP if hang_up else None, timeout=stagger_s + 120)
+        return [Served(s.status == "ok", s.exact(body), s.status == "hangup", s.arrivals)
+                for s in result.streams], result.cpu_s
+    cpu0 = time.process_time()
+    got = fetch(port, [PATH] * n, stagger_s=stagger_s, timeout=60,
+                hang_up={i: after for i in range(0, n, every)} if hang_up else None)
+    cpu = time.process_time() - cpu0
+    return [Served(f.ending == "complete", f.ending == "complete" and f.body == body,
+                   f.ending == "hung_up", [t for t, _ in f.pieces]) for f in got], cpu
+
+
+def _gap_errors(served: list[Served], times: list[int]) -> list[float]:
     rec = [b - a for a, b in itertools.pairwise(times)]
-    return [abs((b[0] - a[0]) - g) / MS for f in fetched
-            for (a, b), g in zip(itertools.pairwise(f.pieces), rec, strict=False)]
+    return [abs((b - a) - g) / MS for s in served
+            for (a, b), g in zip(itertools.pairwise(s.arrivals), rec, strict=False)]
 
 
-def serve_streams(figs: Figures, tmp: Path, n: int) -> None:
+def serve_streams(figs: Figures, tmp: Path, n: int, loadgen: Path | None, why: str) -> None:
+    """``n`` realtime streams, ``HANG_UP`` among them, measured by loadgen (``loadgen`` None:
+    by the asyncio client, ``why`` says why), beside 5 streams at once."""
     tape = tmp / "steady.tape"
     times, body = _steady_tape(tape)
-    proc, addr, _ = start([*STREAMTAPE, "serve", str(tape), "--port", "0"], r" on http://(\S+:\d+) ")
+    proc, addr, lines = start([*STREAMTAPE, "serve", str(tape), "--port", "0"], r" on http://(\S+:\d+) ")
     port = port_of(addr)
-    hang_up = {i: 10 for i in range(0, n, 20)}
+    every, after = HANG_UP
+    hangers = set(range(0, n, every))
     peak = {"fds": 0, "rss": 0}
     stop_sampling = threading.Event()
 
@@ -426,14 +469,15 @@ def serve_streams(figs: Figures, tmp: Path, n: int) -> None:
                 peak["rss"] = max(peak["rss"], rss_kib(proc.pid))
 
     try:
-        alone = fetch(port, [PATH] * 5, stagger_s=0.0)  # the baseline: 5 streams at once
-        alone = [f for f in alone if f.ending == "complete"]
-        fetch(port, [PATH] * n, stagger_s=1.0, hang_up=hang_up, timeout=60)  # warm-up
+        alone, _ = _serve_round(port, 5, 0.0, body, loadgen, hang_up=False)  # the baseline
+        alone = [s for s in alone if s.complete]
+        _serve_round(port, n, 1.0, body, loadgen)  # warm-up
         time.sleep(1.0)
         fds0, rss0 = fd_count(proc.pid), rss_kib(proc.pid)
+        logged = len(lines)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        got = fetch(port, [PATH] * n, stagger_s=1.0, hang_up=hang_up, timeout=60)
+        got, client_cpu = _serve_round(port, n, 1.0, body, loadgen)
         stop_sampling.set()
         sampler.join()
         deadline = time.monotonic() + 10
@@ -441,16 +485,24 @@ def serve_streams(figs: Figures, tmp: Path, n: int) -> None:
             time.sleep(0.05)
         time.sleep(0.5)
         fds1, rss1 = fd_count(proc.pid), rss_kib(proc.pid)
+        disconnected = sum("outcome=client_disconnected" in x for x in lines[logged:])
     finally:
         stop(proc)
-    stayed = [f for i, f in enumerate(got) if i not in hang_up]
-    complete = sum(f.ending == "complete" and f.body == body for f in stayed)
+    stayed = [s for i, s in enumerate(got) if i not in hangers]
+    complete = sum(s.exact for s in stayed)
+    hung = sum(got[i].hung_up and len(got[i].arrivals) == after for i in hangers)
     errs, base = _gap_errors(stayed, times), _gap_errors(alone, times)
-    figs.add(f"serve: {n} realtime streams, {len(hang_up)} clients hanging up mid-stream",
+    client = ("bench/loadgen.c (C, its own process), streams started uniformly over 1 s (seeded)"
+              if loadgen else f"the asyncio client of tests/reliability.py in this process: "
+                              f"loadgen unavailable ({why}), streams started evenly over 1 s")
+    figs.add(f"serve: {n} realtime streams, {len(hangers)} clients hanging up mid-stream",
              "{complete:.0f}/{stayed:.0f} others complete and byte-exact; gap error p50 {p50:.2f} ms p99 {p99:.2f} ms "
-             "(5 streams at once p50 {b50:.2f} p99 {b99:.2f})",
+             "(5 streams at once p50 {b50:.2f} p99 {b99:.2f}); {hung:.0f} hung up after " + str(after)
+             + " pieces, the server logged {disc:.0f} client_disconnected",
+             note=f"client: {client}", note_fmt="client CPU {ccpu:.2f} s for the " + str(n) + " streams",
              complete=complete, stayed=len(stayed), p50=round(percentile(errs, 50), 2),
-             p99=round(percentile(errs, 99), 2), b50=round(percentile(base, 50), 2), b99=round(percentile(base, 99), 2))
+             p99=round(percentile(errs, 99), 2), b50=round(percentile(base, 50), 2), b99=round(percentile(base, 99), 2),
+             hung=hung, disc=disconnected, ccpu=round(client_cpu, 2))
     figs.add(f"serve: resources around {n} streams (after a warm-up round)",
              "open descriptors {fds0:.0f} -> peak {fdp:.0f} -> {fds1:.0f}; RSS {rss0:.0f} -> peak {rssp:.0f} -> "
              "{rss1:.0f} KiB ({drss:+.0f} KiB)",
@@ -572,6 +624,7 @@ def main() -> None:
     figs = Figures()
     with tempfile.TemporaryDirectory() as d, upstream() as up:
         tmp = Path(d)
+        loadgen, why = _loadgen.build(tmp)
         for run in range(a.runs):
             print(f"run {run + 1}/{a.runs}...", file=sys.stderr, flush=True)
             record_load(figs, up, tmp, a.streams, run)
@@ -579,7 +632,7 @@ def main() -> None:
             record_second(figs, up, tmp)
             record_full_disk(figs, up, tmp)
             upstream_faults(figs, tmp, run)
-            serve_streams(figs, tmp, a.replay_streams)
+            serve_streams(figs, tmp, a.replay_streams, loadgen, why)
             serve_abuse(figs, tmp)
             serve_bind_and_folder(figs, tmp)
     for fig in figs.by_name.values():
