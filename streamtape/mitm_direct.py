@@ -18,6 +18,17 @@ a proxy request (absolute URL, ``Connection: close``) by :func:`pass_on`, so
 the addon passes it upstream or refuses it as it does every request, and the
 answer is relayed back; the client's connection closes after it.
 
+Better still, where mitmproxy lets go of the client's socket (its connection
+handler and transport are there to be found), the socket itself is handed
+over (:func:`take_socket`): mitmproxy stops reading it and drops its hold,
+and the replay server serves the client on it directly, exactly as it serves
+its own clients, with the bytes mitmproxy had read first. A CONNECT tunnel to
+a host the recordings were made on is handed over before its TLS handshake
+(:meth:`DirectRoutes.tunnel`), and the replay server makes the handshake with
+a certificate from mitmproxy's own CA (:func:`tls_context`), so a client that
+trusts mitmproxy trusts it. The relay stays the way when the hand-over cannot
+be made.
+
 A first request that does not match, is not complete in one decision's worth
 of bytes (a chunked body, ``Expect: 100-continue``), is not HTTP/1 (h2), or
 comes in another proxy mode leaves the connection to mitmproxy's HTTP layer,
@@ -28,17 +39,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import os
+import socket
+import ssl
+import tempfile
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from mitmproxy.connection import Server
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from mitmproxy.connection import Client, Server
 from mitmproxy.proxy import layer, layers
 from mitmproxy.proxy.mode_specs import RegularMode
 
 from .match import Matcher
+from .serve import ReplayServer
 from .serve.request import HTTPRequest, peek_request
 from .wire import HOP_BY_HOP, header_value
 
-__all__ = ["DirectRoutes", "Origin", "pass_on"]
+__all__ = ["DirectRoutes", "Origin", "pass_on", "take_socket", "tls_context"]
 
 _NOT_PASSED = HOP_BY_HOP | {"content-length", "transfer-encoding", "proxy-connection"}
 _RELAY_READ = 65536
@@ -64,11 +87,14 @@ class DirectRoutes:
     def __init__(self) -> None:
         self._opening: dict[str, Origin] = {}  # by mitmproxy's server-connection id
         self._open: dict[tuple[str, int], Origin] = {}  # by the replay server's peer address
+        self._tls: dict[str, ssl.SSLContext] = {}  # by host: a certificate from mitmproxy's CA
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    def route(self, nextlayer: layer.NextLayer, matcher: Matcher, port: int) -> bool:
-        """Relay the connection to the replay server on ``port`` when its first request
-        is one ``matcher`` answers; True if it does. Called from the ``next_layer``
-        hook, after mitmproxy's own choice."""
+    def route(self, nextlayer: layer.NextLayer, matcher: Matcher, server: ReplayServer,
+              proxyserver: Any) -> bool:
+        """Give the connection to ``server`` when its first request is one ``matcher``
+        answers (its socket, else a relay); True if it does. Called from the
+        ``next_layer`` hook, after mitmproxy's own choice."""
         chosen = nextlayer.layer
         context = nextlayer.context
         if not isinstance(chosen, layers.HttpLayer) or not isinstance(
@@ -84,11 +110,60 @@ class DirectRoutes:
         if not matcher.answers(got.method, origin.url(got.target), got.headers, got.body):
             return False
         _undo(nextlayer, chosen)
-        server = Server(address=("127.0.0.1", port))
-        self._opening[server.id] = origin
-        context.server = server
+        if not context.client.tls:
+            sock = take_socket(proxyserver, context.client)
+            if sock is not None:  # mitmproxy lets go: closing the client now is its only step
+                self.serve(server, sock, origin, received=nextlayer.data_client())
+                return True
+        relay = Server(address=("127.0.0.1", server.port))
+        self._opening[relay.id] = origin
+        context.server = relay
         nextlayer.layer = layers.TCPLayer(context, ignore=True)
         return True
+
+    def tunnel(self, address: tuple[str, int], client: Client, server: ReplayServer,
+               proxyserver: Any, certstore: Any, hosts: Collection[tuple[str, int]]) -> bool:
+        """Take a CONNECT tunnel to ``address`` before its TLS handshake when the
+        recordings were made on that host (``hosts``); True if it does. Called from
+        the ``http_connect`` hook."""
+        host, port = address
+        if (host, port) not in hosts:
+            return False
+        tls: ssl.SSLContext | None = None
+        if port != 80:
+            tls = self._tls.get(host)
+            if tls is None:
+                try:
+                    tls = self._tls[host] = tls_context(certstore, host)
+                except Exception:  # a certificate mitmproxy cannot make: leave it the tunnel
+                    return False
+        sock = take_socket(proxyserver, client)
+        if sock is None:
+            return False
+        try:
+            sock.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        except OSError:
+            sock.close()
+            return True  # the client is gone
+        origin = _origin(client.sockname, address, tls is not None)
+        self.serve(server, sock, origin, tls=tls)
+        return True
+
+    def serve(self, server: ReplayServer, sock: socket.socket, origin: Origin, *,
+              received: bytes = b"", tls: ssl.SSLContext | None = None) -> None:
+        """Serve a handed-over socket on ``server`` (a task of its own)."""
+        peer = sock.getpeername()[:2]
+        self._open[peer] = origin
+
+        async def run() -> None:
+            try:
+                await server.serve_socket(sock, received=received, tls=tls)
+            finally:
+                self._open.pop(peer, None)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def connected(self, server: Server) -> None:
         """mitmproxy's ``server_connected``: note the relay's local address."""
@@ -106,6 +181,69 @@ class DirectRoutes:
         """The origin of a connection the replay server accepted (None: not a relay)."""
         peer = writer.get_extra_info("peername")
         return self._open.get(peer[:2]) if peer else None
+
+
+def take_socket(proxyserver: Any, client: Client) -> socket.socket | None:
+    """The client's socket, duplicated, once mitmproxy has stopped reading it and let go
+    of its own descriptor (the connection stays open through the duplicate); None
+    when mitmproxy's handler of that connection cannot be found (it then keeps it).
+
+    Letting go is ``abort()`` on mitmproxy's transport: its descriptor closes without
+    a shutdown, so the client sees nothing, and mitmproxy ends its side of the
+    connection as when a client goes away, writing nothing more to it.
+    """
+    connections = getattr(proxyserver, "connections", None)
+    handler = connections.get(client.id) if isinstance(connections, dict) else None
+    io = getattr(handler, "transports", {}).get(client)
+    writer = getattr(io, "writer", None)
+    if not isinstance(writer, asyncio.StreamWriter):
+        return None
+    transport = writer.transport
+    raw = transport.get_extra_info("socket")
+    if not isinstance(transport, asyncio.Transport) or raw is None or transport.is_closing():
+        return None
+    transport.pause_reading()
+    try:
+        sock = socket.socket(fileno=os.dup(raw.fileno()))
+    except OSError:
+        transport.resume_reading()
+        return None
+    sock.setblocking(False)
+    transport.abort()
+    return sock
+
+
+def tls_context(certstore: Any, host: str) -> ssl.SSLContext:
+    """A server-side TLS context for ``host`` with a certificate from mitmproxy's CA
+    (``certstore``: its ``tlsconfig`` addon's), offering HTTP/1.1."""
+    try:
+        san: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        san = x509.DNSName(host)
+    entry = certstore.get_cert(host, [san])
+    key = entry.privatekey.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption())
+    chain = b"".join(c.to_pem() for c in [entry.cert, *getattr(entry, "chain_certs", [])])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as d:  # ssl loads certificates from files only
+        cert_file, key_file = Path(d, "cert.pem"), Path(d, "key.pem")
+        cert_file.write_bytes(chain)
+        key_file.write_bytes(key)
+        ctx.load_cert_chain(cert_file, key_file)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def recorded_hosts(urls: Iterable[str]) -> set[tuple[str, int]]:
+    """The ``(host, port)`` of each recorded URL (the port its scheme implies if none)."""
+    out = set()
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.hostname:
+            with contextlib.suppress(ValueError):
+                out.add((parts.hostname, parts.port or (443 if parts.scheme in ("https", "wss") else 80)))
+    return out
 
 
 def _undo(nextlayer: layer.NextLayer, chosen: layer.Layer) -> None:

@@ -47,9 +47,9 @@ from .cassette import load_many
 from .errors import NoMatchError, OptionError, StreamtapeError
 from .fmt import warning_lines
 from .match import Matcher
-from .match_index import interactions_of, matcher_for
+from .match_index import CassetteChain, interactions_of, matcher_for
 from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
-from .mitm_direct import DirectRoutes, pass_on
+from .mitm_direct import DirectRoutes, pass_on, recorded_hosts
 from .profiles import Profile, parse_profile
 from .serve import ReplayServer
 from .serve.request import HTTPRequest
@@ -104,6 +104,7 @@ class ReplayAddon(FailLoudly):
         self._token = secrets.token_hex(8)
         self._config_key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bool] | None = None
         self.routes = DirectRoutes()
+        self._hosts: set[tuple[str, int]] | None = None
         self._counts = {"replayed": 0, "passthrough": 0, "refused": 0}
 
     @property
@@ -185,6 +186,7 @@ class ReplayAddon(FailLoudly):
                 strict=strict,
             )
             self._names = names
+            self._hosts = None
             self._config_key = key
             if self.server is not None:
                 self.server.replace_matcher(self.matcher, self._names)
@@ -235,7 +237,20 @@ class ReplayAddon(FailLoudly):
 
     def next_layer(self, nextlayer: layer.NextLayer) -> None:
         if self.server is not None and self.matcher is not None and self.failed is None:
-            self.routes.route(nextlayer, self.matcher, self.server.port)
+            self.routes.route(nextlayer, self.matcher, self.server, ctx.master.addons.get("proxyserver"))
+
+    def http_connect(self, flow: http.HTTPFlow) -> None:
+        if self.server is None or self.matcher is None or self.failed is not None:
+            return
+        if self._hosts is None:  # where the recordings were made: their tunnels are taken whole
+            chain = self.matcher.interactions
+            requests = chain.requests() if isinstance(chain, CassetteChain) else (
+                ix.request for ix in chain)
+            self._hosts = recorded_hosts(r.url for r in requests)
+        tlsconfig = ctx.master.addons.get("tlsconfig")
+        self.routes.tunnel((flow.request.host, flow.request.port), flow.client_conn, self.server,
+                           ctx.master.addons.get("proxyserver"), getattr(tlsconfig, "certstore", None),
+                           self._hosts)
 
     def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
         self.routes.connected(data.server)

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from mitmproxy import http
+from mitmproxy.proxy import server_hooks
 from mitmproxy.tools.dump import DumpMaster
 
 import streamtape
@@ -45,6 +46,7 @@ class FlowCounter:
     """An addon that counts the HTTP flows mitmproxy's HTTP layer made, and keeps the proxy's loop."""
 
     requests: list[str] = field(default_factory=list)
+    servers: list[tuple[str, int]] = field(default_factory=list)
     master: DumpMaster | None = None
     loop: asyncio.AbstractEventLoop | None = None
 
@@ -56,6 +58,10 @@ class FlowCounter:
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.requests.append(flow.request.pretty_url)
+
+    def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
+        assert data.server.address is not None
+        self.servers.append(data.server.address)
 
 
 @dataclass
@@ -109,6 +115,30 @@ def test_matched_first_requests_never_become_mitmproxy_flows_over_http_and_https
                 assert r.text == TEXT
     assert proxy.counter.requests == []
     assert proxy.addon.stats["replayed"] == 6
+
+
+def test_the_replay_server_takes_the_clients_own_socket_where_mitmproxy_lets_go(proxy: Proxy) -> None:
+    """A plain connection whose first request matches, and a tunnel to the recorded host
+    (TLS made by the replay server with mitmproxy's CA), are served on the client's socket:
+    mitmproxy opens no connection of its own for them. A tunnel to another host is decrypted
+    by mitmproxy and relayed, and still replayed."""
+    with httpx.Client(proxy=proxy.url, verify=proxy.ca) as client:
+        for url in ("http://api.openai.com", "https://api.openai.com", "http://other.test"):
+            r = client.post(url + CHAT, json=CHAT_BODY, headers=INSTANT)
+            assert (r.status_code, r.text) == (200, TEXT)
+        assert proxy.counter.servers == []
+        r = client.post("https://other.test" + CHAT, json=CHAT_BODY, headers=INSTANT)
+        assert (r.status_code, r.text) == (200, TEXT)
+    assert proxy.counter.servers == [("127.0.0.1", proxy.addon.server.port)]  # type: ignore[union-attr]
+    assert proxy.counter.requests == []
+
+
+def test_a_client_that_does_not_trust_the_ca_fails_its_handshake_and_others_go_on(proxy: Proxy) -> None:
+    with pytest.raises(httpx.ConnectError), httpx.Client(proxy=proxy.url) as client:  # system CAs
+        client.post("https://api.openai.com" + CHAT, json=CHAT_BODY, headers=INSTANT)
+    with httpx.Client(proxy=proxy.url, verify=proxy.ca) as client:
+        r = client.post("https://api.openai.com" + CHAT, json=CHAT_BODY, headers=INSTANT)
+    assert (r.status_code, r.text) == (200, TEXT)
 
 
 def test_an_unmatched_request_on_a_relayed_connection_gets_what_the_addon_decides(proxy: Proxy) -> None:

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -281,6 +282,24 @@ class ReplayServer:
     def ws_url(self) -> str:
         """:attr:`url` as ``ws://host:port``: WebSocket sessions are served on the same port."""
         return "ws" + self.url[len("http") :]
+
+    async def serve_socket(self, sock: socket.socket, *, received: bytes = b"",
+                           tls: ssl.SSLContext | None = None) -> None:
+        """Serve a connection accepted elsewhere (the proxy hands over its client's socket):
+        ``received`` are bytes already read from it, ``tls`` the server side of a TLS
+        handshake to make first. Returns when the connection ends."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_HEAD, loop=loop)
+        if received:
+            reader.feed_data(received)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, sock, ssl=tls, ssl_handshake_timeout=self.client_timeout if tls else None)
+        except (OSError, ssl.SSLError, TimeoutError):
+            sock.close()  # a client that does not trust the certificate, or went away
+            return
+        await self._handle(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
