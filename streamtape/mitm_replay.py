@@ -240,7 +240,8 @@ class ReplayAddon(FailLoudly):
             self.routes.route(nextlayer, self.matcher, self.server, ctx.master.addons.get("proxyserver"))
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
-        if self.server is None or self.matcher is None or self.failed is not None:
+        if (self.server is None or self.matcher is None or self.failed is not None
+                or flow.response is not None):  # another addon answered it (proxy auth)
             return
         if self._hosts is None:  # where the recordings were made: their tunnels are taken whole
             chain = self.matcher.interactions
