@@ -108,6 +108,7 @@ def generate(path: Path, size_bytes: int, pieces_per: int, concurrent: int, per_
         CassetteWriter,
         Outcome,
         Piece,
+        Record,
         Request,
         Response,
         begin_record,
@@ -128,7 +129,7 @@ def generate(path: Path, size_bytes: int, pieces_per: int, concurrent: int, per_
     w = CassetteWriter(path, index_min_bytes=0 if index else 1 << 62)
     write_s = build_s = 0.0
     k = pieces_total = records = 0
-    pending: list = []
+    pending: list[Record] = []
     while True:
         # One round: `concurrent` interactions whose records interleave.
         t0 = time.perf_counter()

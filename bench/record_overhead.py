@@ -57,7 +57,8 @@ def wait_port(port: int, timeout: float = 30) -> None:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def main() -> None:
@@ -109,7 +110,7 @@ def main() -> None:
     import streamtape
 
     cas = streamtape.load(tape)
-    body = sum(len(ix.response.body) for ix in cas)
+    body = sum(len(ix.response.body) for ix in cas if ix.response is not None)
     print()
     print(f"per-event latency, upstream write -> client read ({a.events} events x {a.rounds} rounds, {a.gap_ms} ms apart)")
     print(f"{'path':<12} {'median ms':>10} {'p99 ms':>9} {'headers ms':>11}   vs mitmdump (median, p99, headers)")

@@ -53,7 +53,7 @@ class BusyShadow(ThreadedServer):
     def serve(self, s: socket.socket) -> None:
         buf: bytes | None = b""
         try:
-            while (buf := read_head(s, buf)) is not None:
+            while buf is not None and (buf := read_head(s, buf)) is not None:
                 self.served += 1
                 s.sendall(SSE_HEAD)
                 send_paced(s, self.pieces, self.gap_s, time.perf_counter(), lambda i: b'data: {"i": %d}\n\n' % i)

@@ -73,7 +73,7 @@ async def http_lateness(port: int, count: int, gap_ms: int) -> list[float]:
            f"Content-Length: {len(body)}\r\n\r\n"
     t = time.perf_counter_ns()
     writer.write(head.encode() + body)
-    buf, out = b"", []
+    buf, out = b"", list[float]()
     while len(out) < count:
         data = await reader.read(65536)
         if not data:
