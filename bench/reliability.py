@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +62,8 @@ from tests.reliability import (  # noqa: E402
     request_bytes,
     rss_kib,
 )
-from tests.servers import SSE_HEADERS, Conn, Received, ScriptedServer  # noqa: E402
+from tests.servers import ScriptedServer  # noqa: E402
+from tests.upstream_faults import ROUTES, see  # noqa: E402
 
 PY = sys.executable
 STREAMTAPE = [PY, "-m", "streamtape.cli"]
@@ -328,75 +329,28 @@ def record_full_disk(figs: Figures, up: str, tmp: Path) -> None:
 # --------------------------------------------------------------------------- upstream faults
 
 
-def _three(c: Conn) -> None:
-    c.head(200, SSE_HEADERS)
-    for ev in EVENTS[:3]:
-        c.chunk(ev)
-        c.sleep(0.01)
-
-
-def _reset(req: Received, c: Conn) -> str:
-    _three(c)
-    c.reset()
-    return "close"
-
-
-def _stall(req: Received, c: Conn) -> str:
-    _three(c)
-    c.sleep(3)
-    return "close"
-
-
-def _bad_chunk(req: Received, c: Conn) -> str:
-    _three(c)
-    c.raw(b"zz\r\nnot a chunk\r\n")
-    c.sleep(1)
-    return "close"
-
-
-def _endless_head(req: Received, c: Conn) -> str:
-    c.raw(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Part: 1\r\n")
-    c.sleep(3)
-    return "close"
-
-
-FAULTS: dict[str, Callable[[Received, Conn], str]] = {
-    "/reset": _reset, "/stall": _stall, "/bad-chunk": _bad_chunk, "/endless-head": _endless_head,
-}
-
-
-def _see(url: str) -> tuple[str, bytes]:
-    got: list[bytes] = []
-    try:
-        with httpx.Client(timeout=1.0) as client, client.stream("POST", url, json={"stream": True}) as r:
-            for b in r.iter_raw():
-                got.append(b)
-    except httpx.HTTPError as e:
-        return type(e).__name__, b"".join(got)
-    return "ok", b"".join(got)
-
-
 def upstream_faults(figs: Figures, tmp: Path, run: int) -> None:
     out = tmp / f"faults{run}.tape"
-    with ScriptedServer(dict(FAULTS)) as up:
-        direct = {p: _see(up.url + p) for p in FAULTS}
+    with ScriptedServer(dict(ROUTES)) as up:
+        direct = {p: see(up.url + p) for p in ROUTES}
         rec, raddr, rlines = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
                                     "--upstream", up.url], r"recording on (\S+:\d+)")
         try:
-            proxied = {p: _see(f"http://{raddr}" + p) for p in FAULTS}
+            proxied = {p: see(f"http://{raddr}" + p) for p in ROUTES}
             deadline = time.monotonic() + 20
-            while sum(x.startswith("POST ") for x in rlines) < len(FAULTS) and time.monotonic() < deadline:
+            while sum(x.startswith("POST ") for x in rlines) < len(ROUTES) and time.monotonic() < deadline:
                 time.sleep(0.05)
         finally:
             stop(rec)
     by_path = {ix.request.path: ix for ix in streamtape.load(out)}
-    for p in FAULTS:
+    for p in ROUTES:
         ix = by_path[p]
-        same = direct[p][0] == proxied[p][0] and direct[p][1] == proxied[p][1]
+        d, t = direct[p], proxied[p]
+        same = (d.failure, d.body) == (t.failure, t.body)
         error = (ix.error or "").split(": HTTP/1")[0]
         figs.add(f"upstream fault {p.strip('/')}",
                  "the client sees the same bytes and failure direct and through the recorder: {same:.0f}/1",
-                 note=f"direct {direct[p][0]}, through record {proxied[p][0]}, {len(direct[p][1])} B; recorded "
+                 note=f"direct {d.failure_name}, through record {t.failure_name}, {len(d.body)} B; recorded "
                       f"{ix.outcome}, {len(ix.pieces)} pieces, error {error!r}",
                  same=int(same))
 

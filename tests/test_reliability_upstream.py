@@ -34,75 +34,13 @@ import pytest
 import streamtape
 from streamtape.cassette import Interaction, Outcome
 from streamtape.wire import UPSTREAM_RESET
-from tests.builders import EVENTS
 from tests.recording import recording
-from tests.servers import SSE_HEADERS, Conn, Received, ScriptedServer
+from tests.servers import ScriptedServer
+from tests.upstream_faults import FIRST, ROUTES, Seen, see
 
 MITMPROXY_MAJOR = int(mitmproxy.version.VERSION.split(".")[0])
 
 pytestmark = pytest.mark.slow
-
-CLIENT_TIMEOUT = 1.0
-FIRST = EVENTS[:3]
-
-
-def _three_events(c: Conn) -> None:
-    c.head(200, SSE_HEADERS)
-    for ev in FIRST:
-        c.chunk(ev)
-        c.sleep(0.01)
-
-
-def reset_mid_stream(req: Received, c: Conn) -> str:
-    _three_events(c)
-    c.reset()
-    return "close"
-
-
-def stall(req: Received, c: Conn) -> str:
-    _three_events(c)
-    c.sleep(CLIENT_TIMEOUT * 3)
-    return "close"
-
-
-def bad_chunk(req: Received, c: Conn) -> str:
-    _three_events(c)
-    c.raw(b"zz\r\nnot a chunk\r\n")
-    c.sleep(1.0)
-    return "close"
-
-
-def endless_head(req: Received, c: Conn) -> str:
-    c.raw(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Part: 1\r\n")
-    c.sleep(CLIENT_TIMEOUT * 3)
-    return "close"
-
-
-ROUTES = {"/reset": reset_mid_stream, "/stall": stall, "/bad-chunk": bad_chunk, "/endless-head": endless_head}
-
-
-@dataclass
-class Seen:
-    """What an httpx client saw: the status (0: none), the body bytes before the failure,
-    the failure's type."""
-
-    status: int
-    body: bytes
-    failure: type[Exception] | None
-
-
-def see(url: str) -> Seen:
-    status, got = 0, []
-    try:
-        with httpx.Client(timeout=CLIENT_TIMEOUT) as client, \
-                client.stream("POST", url, json={"stream": True}) as r:
-            status = r.status_code
-            for b in r.iter_raw():
-                got.append(b)
-    except httpx.HTTPError as e:
-        return Seen(status, b"".join(got), type(e))
-    return Seen(status, b"".join(got), None)
-
 
 @dataclass
 class Run:
@@ -114,7 +52,7 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     out = tmp_path_factory.mktemp("faults") / "faults.tape"
-    with ScriptedServer(dict(ROUTES)) as up:  # type: ignore[arg-type]
+    with ScriptedServer(dict(ROUTES)) as up:
         direct = {p: see(up.url + p) for p in ROUTES}
         with recording(out, upstream=up.url) as rec:
             proxied = {p: see(rec.url + p) for p in ROUTES}
