@@ -56,6 +56,7 @@ from tests.builders import EVENTS, MS, interaction  # noqa: E402
 from tests.reliability import (  # noqa: E402
     Fetched,
     event_latencies_ms,
+    exchange,
     fd_count,
     fetch_many,
     raise_fd_limit,
@@ -475,16 +476,6 @@ MALFORMED = [
 ]
 
 
-def _exchange(port: int, data: bytes, timeout: float = 10) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        with contextlib.suppress(ConnectionResetError):
-            while chunk := s.recv(65536):
-                out += chunk
-    return out
-
-
 def serve_abuse(figs: Figures, tmp: Path) -> None:
     tape = tmp / "small.tape"
     streamtape.save(tape, [interaction(EVENTS, url=f"http://upstream.test{PATH}")])
@@ -497,7 +488,7 @@ def serve_abuse(figs: Figures, tmp: Path) -> None:
     try:
         answered = after_ok = 0
         for data, status in MALFORMED:
-            got = _exchange(port, data)
+            got = exchange(port, data)
             m = re.match(rb"HTTP/1\.1 (\d{3}) ", got)
             answered += (m is None and not got) if status is None else (m is not None and int(m.group(1)) == status)
             after_ok += httpx.post(url + PATH, json={"stream": True}, timeout=10).status_code == 200

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -210,6 +212,17 @@ def event_latencies_ms(fetched: Sequence[Fetched]) -> list[float]:
     for f in fetched:
         for at, data in f.pieces:
             out.extend((at - int(m.group(1))) / MS for m in _STAMP.finditer(data))
+    return out
+
+
+def exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
+    """Send ``data`` on a fresh connection to 127.0.0.1; everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := s.recv(65536):
+                out += chunk
     return out
 
 

@@ -43,7 +43,7 @@ from streamtape.serve import ReplayServer
 from streamtape.serve.guard import exposure_warning
 from tests.builders import CHAT_BODY, EVENTS, MS, chat_ix, interaction, wait_until
 from tests.recording import STREAMTAPE, start_listening
-from tests.reliability import fd_count, fetch_many, raise_fd_limit, request_bytes, rss_kib
+from tests.reliability import exchange, fd_count, fetch_many, raise_fd_limit, request_bytes, rss_kib
 
 PATH = "/v1/chat/completions"
 
@@ -58,17 +58,6 @@ def server(lines: list[str]) -> Iterator[ReplayServer]:
     with ReplayServer([chat_ix(gap_ms=1)], profile="instant", log=lines.append, max_body=1 << 20,
                       client_timeout=2.0) as s:
         yield s
-
-
-def exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
-    """Send ``data`` on a fresh connection; everything the server sends until it closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        with contextlib.suppress(ConnectionResetError):
-            while chunk := s.recv(65536):
-                out += chunk
-    return out
 
 
 def status_of(response: bytes) -> int | None:
