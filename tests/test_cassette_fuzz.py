@@ -36,22 +36,10 @@ from streamtape.cassette import (
     interaction_records,
 )
 from tests.builders import MS, chat_ix, interaction, sse
+from tests.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
 
 HERE = Path(__file__).parent
-MEMORY_FACTOR = 64
-MEMORY_FIXED = 256 * 1024
 HEADER = msgpack.packb({"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1.0})
-
-
-def read_everything(path: Path) -> streamtape.Cassette:
-    cas = streamtape.load(path)
-    for ix in cas:
-        if ix.response is not None:
-            _ = ix.response.body
-        _ = [p.data for p in ix.pieces]
-        _ = ix.messages
-        _ = (ix.first_byte_ns, ix.duration_ns)
-    return cas
 
 
 def outcome(path: Path) -> tuple[streamtape.Cassette | None, int]:

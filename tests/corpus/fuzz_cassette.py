@@ -22,22 +22,10 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
-    import streamtape
     from streamtape import CassetteError
+    from tests.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
 
-MEMORY_FACTOR = 64
-MEMORY_FIXED = 256 * 1024
 PATH = Path(tempfile.mkdtemp(prefix="streamtape-fuzz-")) / "input.tape"
-
-
-def read_everything(path: Path) -> None:
-    cas = streamtape.load(path)
-    for ix in cas:
-        if ix.response is not None:
-            _ = ix.response.body
-        _ = [p.data for p in ix.pieces]
-        _ = ix.messages
-        _ = (ix.first_byte_ns, ix.duration_ns)
 
 
 def target(data: bytes) -> None:
