@@ -82,6 +82,8 @@ sys.path.insert(0, str(ROOT))
 
 import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.path)
 
+from tests.reliability import children  # noqa: E402
+
 MS = 1_000_000
 REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
 
@@ -219,16 +221,7 @@ class Server:
 
     def pids(self) -> list[int]:
         """The server's process and its children (the workers of ``serve --workers``)."""
-        out = [self.proc.pid]
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
-                    out.append(int(entry))
-        return out
+        return [self.proc.pid, *children(self.proc.pid)]
 
     def rss_kib(self, pids: list[int] | None = None) -> int:
         """The RSS of ``pids`` (default: the server's processes, found by a walk of /proc)."""

@@ -28,6 +28,7 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 MS = 1_000_000
 
@@ -224,6 +225,20 @@ def exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
             while chunk := s.recv(65536):
                 out += chunk
     return out
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the workers of ``serve --workers``), from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return sorted(out)
 
 
 def fd_count(pid: int) -> int:

@@ -26,6 +26,7 @@ import streamtape
 from streamtape.serve.journal import SharedJournal
 from tests.builders import CHAT_BODY, EVENTS, MS, chat_ix, wait_until
 from tests.recording import STREAMTAPE, start_listening
+from tests.reliability import children
 from tests.servers import raw_request
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux only")
@@ -66,24 +67,11 @@ def two_workers(tape: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
             proc.communicate(timeout=20)
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-    return sorted(out)
-
-
 def _workers(proc: subprocess.Popen[str], n: int) -> list[int]:
     """The pids of ``serve``'s ``n`` worker processes, once all are there."""
 
     def found() -> list[int] | None:
-        pids = _children(proc.pid)
+        pids = children(proc.pid)
         return pids if len(pids) == n else None
 
     return wait_until(found)
@@ -232,7 +220,7 @@ def test_a_worker_that_dies_stops_the_server_with_an_error(
     assert proc.returncode == 2
     assert "worker 1 stopped on its own (exit status -9)" in err
     assert "Traceback" not in err
-    wait_until(lambda: not _children(proc.pid) or None, timeout=10)
+    wait_until(lambda: not children(proc.pid) or None, timeout=10)
 
 
 # --------------------------------------------------------------------------- timing
