@@ -131,26 +131,35 @@ async def test_regular_mode_records_a_session_the_client_opens_through_the_proxy
     assert ix.request.url.startswith(up.url + "/v1/realtime")
 
 
-@pytest.mark.slow
-async def test_mitmdump_with_the_addon_script_records_a_session(tmp_path: Path) -> None:
+async def turn_through_mitmdump(tmp_path: Path, up_url: str, out: Path, *args: str,
+                                path: str = "/v1/realtime?model=gpt-realtime") -> list[str]:
+    """One Realtime turn through ``mitmdump -s addons/record.py`` (more ``args`` for it) in
+    reverse mode to ``up_url``, once the cassette holds the finished session."""
     mitmdump = Path(sys.executable).parent / "mitmdump"
     addon = Path(__file__).parents[1] / "addons" / "record.py"
+    proc, url = start_listening(
+        [str(mitmdump), "-s", str(addon), *args, "--mode", f"reverse:{up_url}", "--listen-host", "127.0.0.1",
+         "-p", "0", "--set", f"streamtape_out={out}"],
+        r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
+    )
+    try:
+        got = await realtime_turn(url, path=path)
+        await asyncio.to_thread(
+            wait_until, lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+    return got
+
+
+@pytest.mark.slow
+async def test_mitmdump_with_the_addon_script_records_a_session(tmp_path: Path) -> None:
     out = tmp_path / "m.tape"
     with realtime_upstream() as up:
-        proc, url = start_listening(
-            [str(mitmdump), "-s", str(addon), "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1",
-             "-p", "0", "--set", f"streamtape_out={out}", "--set", "streamtape_redact_fields=api_key",
-             "--set", "streamtape_label=via=mitmdump"],
-            r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
-        )
-        try:
-            got = await realtime_turn(url, path=f"/v1/realtime?model=gpt-realtime&key={KEY}")
-            await asyncio.to_thread(
-                wait_until, lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None
-            )
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=20)
+        got = await turn_through_mitmdump(
+            tmp_path, up.url, out, "--set", "streamtape_redact_fields=api_key",
+            "--set", "streamtape_label=via=mitmdump", path=f"/v1/realtime?model=gpt-realtime&key={KEY}")
     (ix,) = load(out)
     check_turn(ix, up, got)
     assert ix.labels == {"via": "mitmdump"}
@@ -175,25 +184,11 @@ addons = [Drop()]
 async def test_a_message_another_addon_drops_is_not_recorded(tmp_path: Path) -> None:
     """The recording is what went on the wire: an addon after streamtape's drops the bad event,
     so the upstream never answers it with an error, and the cassette never has it."""
-    mitmdump = Path(sys.executable).parent / "mitmdump"
-    addon = Path(__file__).parents[1] / "addons" / "record.py"
     dropper = tmp_path / "drop.py"
     dropper.write_text(DROPPER)
     out = tmp_path / "d.tape"
     with realtime_upstream() as up:
-        proc, url = start_listening(
-            [str(mitmdump), "-s", str(addon), "-s", str(dropper), "--mode", f"reverse:{up.url}",
-             "--listen-host", "127.0.0.1", "-p", "0", "--set", f"streamtape_out={out}"],
-            r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
-        )
-        try:
-            got = await realtime_turn(url)
-            await asyncio.to_thread(
-                wait_until, lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None
-            )
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=20)
+        got = await turn_through_mitmdump(tmp_path, up.url, out, "-s", str(dropper))
     (ix,) = load(out)
     assert "error" not in got and [e["type"] for e in up.sessions[0].received] == [
         "session.update", "conversation.item.create", "response.create"]
