@@ -439,7 +439,8 @@ class ReplayServer:
                        writer: asyncio.StreamWriter) -> bool:
         t0 = time.perf_counter_ns()
         keep_alive = req.keep_alive
-        if self.pass_on is not None and self._direct(req) is None and not self.matcher.answers(
+        direct = self._direct(req)
+        if self.pass_on is not None and direct is None and not self.matcher.answers(
                 req.method, self._url(req), tuple(req.headers), req.body):
             kept = await self.pass_on(req, writer)
             if kept is not None:
@@ -465,7 +466,6 @@ class ReplayServer:
             return refuse(400, ServeOutcome.BAD_PROFILE, e, ErrorType.BAD_PROFILE)
 
         try:
-            direct = self._direct(req)
             if direct is not None:
                 index, ix = direct, self.matcher.interactions[direct]
             else:
