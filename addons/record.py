@@ -2,9 +2,9 @@
 
     mitmdump -s addons/record.py --set streamtape_out=cassettes/session.tape
 
-Options: see ``streamtape.mitm`` (or ``mitmdump -s addons/record.py --options``).
+Options: see ``streamtape.mitm.record`` (or ``mitmdump -s addons/record.py --options``).
 """
 
-from streamtape.mitm import RecordAddon
+from streamtape.mitm.record import RecordAddon
 
 addons = [RecordAddon()]

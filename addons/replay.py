@@ -4,10 +4,10 @@
         [--set streamtape_profile=faithful] [--set streamtape_unmatched=refuse]
 
 Requests no recording answers go upstream (or get a 404 with
-``streamtape_unmatched=refuse``). Options: see ``streamtape.mitm_replay``
+``streamtape_unmatched=refuse``). Options: see ``streamtape.mitm.replay``
 (or ``mitmdump -s addons/replay.py --options``).
 """
 
-from streamtape.mitm_replay import ReplayAddon
+from streamtape.mitm.replay import ReplayAddon
 
 addons = [ReplayAddon()]

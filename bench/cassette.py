@@ -104,17 +104,10 @@ def generate(path: Path, size_bytes: int, pieces_per: int, concurrent: int, per_
     BackgroundWriter under load hands over what queued while its last write
     (and the fsync every finished interaction asks for) was running.
     """
-    from streamtape.cassette import (
-        CassetteWriter,
-        Outcome,
-        Piece,
-        Record,
-        Request,
-        Response,
-        begin_record,
-        data_record,
-        end_record,
-    )
+    from streamtape.cassette.model import Outcome, Request, Response
+    from streamtape.cassette.pieces import Piece
+    from streamtape.cassette.records import Record, begin_record, data_record, end_record
+    from streamtape.cassette.writer import CassetteWriter
 
     texts = chunk_texts()
     headers = (("Host", "api.openai.com"), ("Content-Type", "application/json"),
@@ -166,7 +159,10 @@ def generate(path: Path, size_bytes: int, pieces_per: int, concurrent: int, per_
 
 def small_piece_writer_rate(path: Path, pieces: int = 2_000_000) -> float:
     """Pieces/s through CassetteWriter.write for 20-byte pieces in batches of 100 (records built)."""
-    from streamtape.cassette import CassetteWriter, Piece, Request, begin_record, data_record
+    from streamtape.cassette.model import Request
+    from streamtape.cassette.pieces import Piece
+    from streamtape.cassette.records import begin_record, data_record
+    from streamtape.cassette.writer import CassetteWriter
 
     recs = [data_record(0, [Piece(i * 1000, b"data: %012d\n\n" % i) for i in range(100)], 0)
             for _ in range(pieces // 100)]

@@ -50,7 +50,7 @@ import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.pat
 import httpx  # noqa: E402
 
 import streamtape  # noqa: E402
-from streamtape.cassette import Outcome  # noqa: E402
+from streamtape.cassette.model import Outcome  # noqa: E402
 from streamtape.stats import percentile as nearest_rank  # noqa: E402
 from tests.builders import EVENTS, MS, interaction  # noqa: E402
 from tests.reliability import (  # noqa: E402

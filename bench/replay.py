@@ -94,7 +94,7 @@ REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
 def make_tape(path: Path, pieces: int, gap_lo: float, gap_hi: float, seed: int = 7) -> list[int]:
     """Write a one-interaction cassette; return the recorded piece offsets (ns)."""
     import streamtape
-    from streamtape import Chunk, Interaction, Request, Response
+    from streamtape import Interaction, Piece, Request, Response
 
     rng = random.Random(seed)
     t = 20 * MS
@@ -105,14 +105,14 @@ def make_tape(path: Path, pieces: int, gap_lo: float, gap_hi: float, seed: int =
             "model": "bench", "choices": [{"index": 0, "delta": {"content": f" tok{i}"},
                                            "finish_reason": None}],
         }
-        chunks.append(Chunk(t, f"data: {json.dumps(payload)}\n\n".encode()))
+        chunks.append(Piece(t, f"data: {json.dumps(payload)}\n\n".encode()))
         t += int(rng.uniform(gap_lo, gap_hi) * MS)
     ix = Interaction(
         Request("POST", "http://bench.test/v1/chat/completions",
                 headers=(("content-type", "application/json"),), body=REQUEST_BODY),
         Response(200, "OK", headers=(("Content-Type", "text/event-stream"),
                                      ("Transfer-Encoding", "chunked")),
-                 framing="chunked", chunks=tuple(chunks), headers_at_ns=10 * MS),
+                 framing="chunked", pieces=tuple(chunks), headers_at_ns=10 * MS),
         end_ns=chunks[-1].at_ns + MS,
     )
     if path.exists():
@@ -130,7 +130,7 @@ def child_asyncio(tape: str, profile: str) -> None:
 
     ix = streamtape.load(tape)[0]
     assert ix.response is not None
-    pieces = [(c.at_ns, b"%x\r\n%s\r\n" % (len(c.data), c.data)) for c in ix.response.chunks]
+    pieces = [(c.at_ns, b"%x\r\n%s\r\n" % (len(c.data), c.data)) for c in ix.response.pieces]
     instant = profile == "instant"
     head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n")
@@ -610,7 +610,7 @@ async def inprocess_section(args: argparse.Namespace, tmp: Path) -> None:
     tp_tape = tmp / "throughput.tape"
     make_tape(tp_tape, args.tp_pieces, 0, 0, seed=3)
     ix = streamtape.load(tp_tape)[0]
-    pieces = [c.data for c in ix.chunks]
+    pieces = [c.data for c in ix.pieces]
 
     async def body() -> AsyncIterator[bytes]:
         for p in pieces:

@@ -29,7 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import websockets
 
 from bench._common import pct
-from streamtape.cassette import Direction, Interaction, Message, Request, Response, WebSocketSession
+from streamtape.cassette.model import (
+    Direction,
+    Interaction,
+    Message,
+    Request,
+    Response,
+    WebSocketSession,
+)
 from streamtape.serve import ReplayServer
 from tests.builders import MS, interaction
 

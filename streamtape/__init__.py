@@ -13,9 +13,8 @@ public too.
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
-
-from .cassette import Cassette, Chunk, Interaction, Outcome, Piece, Request, Response, load, save
+from ._version import __version__
+from .cassette import Cassette, Interaction, Outcome, Piece, Request, Response, load, save
 from .errors import (
     CassetteError,
     GateError,
@@ -37,7 +36,6 @@ __all__ = [
     "AsyncReplayTransport",
     "Cassette",
     "CassetteError",
-    "Chunk",
     "GateError",
     "Interaction",
     "NoMatchError",
@@ -77,4 +75,6 @@ _LAZY = {
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .cassette import deprecated  # the old names (Chunk): each warns, naming the new one
+
+    return deprecated(__name__, name)

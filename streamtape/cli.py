@@ -14,7 +14,8 @@ import sys
 
 import click
 
-from . import __version__, commands
+from . import commands
+from ._version import __version__
 from .errors import StreamtapeError
 
 EXIT_USER_ERROR = 2

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .match import Closest, RequestKey
+    from .match.matcher import Closest, RequestKey
 
 
 class StreamtapeError(Exception):
@@ -56,9 +56,9 @@ class NoMatchError(StreamtapeError):
     """No recorded interaction answers a request.
 
     ``request`` is the request as matching saw it (a
-    :class:`~streamtape.match.RequestKey`: method, path, query, headers, body).
+    :class:`~streamtape.match.matcher.RequestKey`: method, path, query, headers, body).
     ``closest`` is the recorded request that came nearest and how it differs
-    (a :class:`~streamtape.match.Closest`), or None: the cassette is empty, or
+    (a :class:`~streamtape.match.matcher.Closest`), or None: the cassette is empty, or
     with strict matching every recording that matches was already used. Both
     are None on an error built from its message alone (an unpickled one).
     """

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import TypedDict
 from urllib.parse import urlsplit
 
-from .cassette import Cassette, Interaction, Outcome
+from .cassette.model import Interaction, Outcome
+from .cassette.reader import Cassette
 
 
 def ms(ns: int | None, digits: int = 1) -> str:

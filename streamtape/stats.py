@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
-from .cassette import Interaction
+from .cassette.model import Interaction
 from .shapes import Analysis, analyze
 
 DEFAULT_STALL_MS = 1000.0

@@ -129,7 +129,7 @@ LAST_CHUNK = b"0\r\n\r\n"
 
 UPSTREAM_RESET = "the upstream reset the connection (TCP RST)"
 """How a recording's error begins when the upstream aborted with a reset rather than a
-close (:mod:`streamtape.mitm_faults`): the outcome is ``upstream_closed`` either way, and
+close (:mod:`streamtape.mitm.faults`): the outcome is ``upstream_closed`` either way, and
 this says which, for a replay that resets where the upstream did."""
 
 

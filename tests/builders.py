@@ -29,7 +29,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from streamtape.cassette import Framing, Interaction, Outcome, Piece, Request, Response
+from streamtape.cassette.model import Interaction, Outcome, Request, Response
+from streamtape.cassette.pieces import Piece
+from streamtape.wire import Framing
 
 MS = 1_000_000
 """One millisecond in nanoseconds."""

@@ -27,7 +27,9 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from streamtape.cassette import Framing, Interaction, Outcome, Piece, Request
+from streamtape.cassette.model import Interaction, Outcome, Request
+from streamtape.cassette.pieces import Piece
+from streamtape.wire import Framing
 from tests.builders import MS, interaction, sse
 from tests.corpus import capture
 

@@ -12,24 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamtape
-from streamtape import CassetteError, Chunk, Interaction, Outcome, Piece, Request, Response
-from streamtape.cassette import (
-    FORMAT_VERSION,
-    NEWEST_VERSION,
-    BackgroundWriter,
-    CassetteWriter,
-    Framing,
-    load_many,
-    record_kind,
-)
-from streamtape.record import Recorder, Redaction
+from streamtape import CassetteError, Interaction, Outcome, Piece, Request, Response
+from streamtape.capture.recorder import Recorder, Redaction
+from streamtape.cassette.reader import load_many
+from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, record_kind
+from streamtape.cassette.writer import BackgroundWriter, CassetteWriter
+from streamtape.wire import Framing
 
 
 def make_ix(n: int = 3, size: int = 20, gap_ns: int = 10_000_000, **kw) -> Interaction:
-    chunks = tuple(Chunk(1_000_000 + i * gap_ns, bytes([65 + i % 26]) * size) for i in range(n))
+    chunks = tuple(Piece(1_000_000 + i * gap_ns, bytes([65 + i % 26]) * size) for i in range(n))
     return Interaction(
         Request("POST", "http://127.0.0.1:8080/v1/chat/completions", headers=(("A", "1"), ("A", "2")), body=b'{"x":1}', started_at=1.5),
-        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), chunks=chunks, headers_at_ns=900_000),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),), pieces=chunks, headers_at_ns=900_000),
         end_ns=chunks[-1].at_ns + 5 if chunks else 7,
         labels={"backend": "vllm"},
         **kw,
@@ -44,7 +39,7 @@ def test_round_trip_keeps_every_field_and_duplicate_headers(tmp_path: Path) -> N
     assert len(cas) == 2 and cas.warnings == []
     assert cas[0] == ix
     assert cas[0].request.headers == (("A", "1"), ("A", "2"))
-    assert cas[0].response.body == b"".join(c.data for c in ix.chunks)
+    assert cas[0].response.body == b"".join(c.data for c in ix.pieces)
     assert cas[1].outcome == "upstream_closed" and cas[1].error == "incomplete chunked read"
     assert cas.header["format"] == "streamtape" and cas.header["version"] == FORMAT_VERSION
     assert cas.header["writer"] == streamtape.__version__ and cas.header["created"] > 0
@@ -74,16 +69,40 @@ def test_an_unknown_outcome_is_refused_when_an_interaction_is_built() -> None:
         Interaction(Request("GET", "http://h/"), None, "finished_somehow")
 
 
-def test_the_old_names_chunk_and_chunks_still_build_and_read_pieces() -> None:
+def test_the_old_names_chunk_and_chunks_still_build_and_read_pieces_with_a_deprecation_warning() -> None:
     p = Piece(1, b"a")
-    r = Response(200, chunks=(p,))
-    assert Chunk is Piece
-    assert r.pieces == r.chunks == (p,)
-    r2 = dataclasses.replace(r, chunks=(Piece(2, b"b"),))
+    with pytest.warns(DeprecationWarning, match=r"Response\(chunks=\.\.\.\) is deprecated; use Response\(pieces=\.\.\.\)"):
+        r = Response(200, chunks=(p,))
+    with pytest.warns(DeprecationWarning, match="streamtape.Chunk is deprecated; use streamtape.cassette.Piece"):
+        assert streamtape.Chunk is Piece
+    with pytest.warns(DeprecationWarning, match="Response.chunks is deprecated"):
+        assert r.pieces == r.chunks == (p,)
+    with pytest.warns(DeprecationWarning):
+        r2 = dataclasses.replace(r, chunks=(Piece(2, b"b"),))
     assert r2.pieces == (Piece(2, b"b"),) and r2.status == 200
     assert dataclasses.replace(r2, pieces=()).pieces == ()
     ix = Interaction(Request("GET", "http://h/"), r)
-    assert ix.pieces == ix.chunks == (p,)
+    with pytest.warns(DeprecationWarning, match="Interaction.chunks is deprecated; use Interaction.pieces"):
+        assert ix.pieces == ix.chunks == (p,)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("COMPLETE", Outcome.COMPLETE), ("UPSTREAM_CLOSED", Outcome.UPSTREAM_CLOSED),
+     ("CLIENT_DISCONNECTED", Outcome.CLIENT_DISCONNECTED), ("UPSTREAM_ERROR", Outcome.UPSTREAM_ERROR),
+     ("INTERRUPTED", Outcome.INTERRUPTED), ("OUTCOMES", tuple(Outcome)),
+     ("CHUNKED", Framing.CHUNKED), ("CONTENT_LENGTH", Framing.CONTENT_LENGTH),
+     ("CLOSE_DELIMITED", Framing.CLOSE_DELIMITED), ("FRAMES", Framing.FRAMES),
+     ("FRAMINGS", (Framing.CHUNKED, Framing.CONTENT_LENGTH, Framing.CLOSE_DELIMITED, Framing.FRAMES)),
+     ("Chunk", Piece)],
+)
+def test_the_old_module_constants_of_streamtape_cassette_keep_their_values_and_warn(name: str, value: object) -> None:
+    import streamtape.cassette as cassette_module
+
+    with pytest.warns(DeprecationWarning, match=f"streamtape.cassette.{name} is deprecated; use "):
+        assert getattr(cassette_module, name) == value
+    with pytest.raises(AttributeError, match="no attribute 'NOT_A_NAME'"):
+        cassette_module.NOT_A_NAME  # noqa: B018
 
 
 @settings(max_examples=50, deadline=None)
@@ -95,11 +114,11 @@ def test_any_timeline_round_trips_exactly(tmp_path_factory, pieces) -> None:
     chunks = []
     for gap, data in pieces:
         at += gap
-        chunks.append(Chunk(at, data))
-    ix = Interaction(Request("GET", "http://h/"), Response(200, chunks=tuple(chunks)), end_ns=at)
+        chunks.append(Piece(at, data))
+    ix = Interaction(Request("GET", "http://h/"), Response(200, pieces=tuple(chunks)), end_ns=at)
     p = tmp_path_factory.mktemp("h") / "h.tape"
     streamtape.save(p, [ix])
-    assert streamtape.load(p)[0].chunks == tuple(chunks)
+    assert streamtape.load(p)[0].pieces == tuple(chunks)
 
 
 @pytest.mark.parametrize("gap_ns", [100_000, 30_000_000, 300_000_000])
@@ -115,7 +134,7 @@ def test_ten_thousand_twenty_byte_pieces_cost_less_than_one_and_a_half_times_the
     rec.finish(1, "complete", None, 10**13)
     w.close()
     (ix,) = streamtape.load(p)
-    assert len(ix.chunks) == 10_000 and all(len(c.data) == 20 for c in ix.chunks)
+    assert len(ix.pieces) == 10_000 and all(len(c.data) == 20 for c in ix.pieces)
     assert os.path.getsize(p) < 1.5 * 200_000
 
 
@@ -158,7 +177,7 @@ def test_appending_to_an_existing_cassette_keeps_what_was_there(tmp_path: Path) 
     w.add(make_ix(3))
     w.close()
     cas = streamtape.load(p)
-    assert [len(ix.chunks) for ix in cas] == [2, 3]
+    assert [len(ix.pieces) for ix in cas] == [2, 3]
     assert cas.warnings == []
 
 
@@ -248,7 +267,7 @@ def test_recorder_hands_off_pieces_in_batches_no_older_than_the_longest_flush_in
     assert kinds() == ["begin", "data", "data"]  # ...but never longer than max_flush_ns
     rec.piece("f", b"y", 1400)
     out = rec.close(1500)
-    assert out[0].outcome == "interrupted" and b"".join(c.data for c in out[0].chunks) == b"abcdey"
+    assert out[0].outcome == "interrupted" and b"".join(c.data for c in out[0].pieces) == b"abcdey"
     assert kinds() == ["begin", "data", "data", "data", "end"]
 
 

@@ -28,13 +28,9 @@ from hypothesis import strategies as st
 
 import streamtape
 from streamtape import CassetteError, Interaction
-from streamtape.cassette import (
-    CassetteWriter,
-    Direction,
-    Message,
-    WebSocketSession,
-    interaction_records,
-)
+from streamtape.cassette.model import Direction, Message, WebSocketSession
+from streamtape.cassette.records import interaction_records
+from streamtape.cassette.writer import CassetteWriter
 from tests.builders import MS, chat_ix, interaction, sse
 from tests.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
 

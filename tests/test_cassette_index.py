@@ -20,19 +20,16 @@ from hypothesis import strategies as st
 
 import streamtape
 from streamtape import CassetteError, Interaction, Piece, Request, Response
-from streamtape import cassette_reader as reader
-from streamtape.cassette import CassetteWriter, interaction_records, open_layout, read_records
-from streamtape.cassette_index import INDEX_VERSION, Kind, index_record
+from streamtape.cassette import reader as reader
+from streamtape.cassette.digest import request_digest
+from streamtape.cassette.index import INDEX_VERSION, Kind, index_record
+from streamtape.cassette.pieces import Pieces
+from streamtape.cassette.reader import open_layout, read_records
+from streamtape.cassette.records import interaction_records
+from streamtape.cassette.writer import CassetteWriter
 from streamtape.errors import NoMatchError
-from streamtape.match import Matcher
-from streamtape.match_index import (
-    CassetteChain,
-    IndexedMatcher,
-    interactions_of,
-    matcher_for,
-    request_digest,
-)
-from streamtape.pieces import Pieces
+from streamtape.match.indexed import CassetteChain, IndexedMatcher, interactions_of, matcher_for
+from streamtape.match.matcher import Matcher
 from streamtape.serve import ReplayServer
 from tests.builders import MS, chat_ix, interaction, sse
 from tests.recording import STREAMTAPE, start_listening
@@ -312,7 +309,7 @@ def test_the_indexed_matcher_answers_every_request_as_the_matcher_does(
 
 
 def test_a_replay_server_of_a_large_cassette_matches_without_holding_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import streamtape.match_index as mi
+    import streamtape.match.indexed as mi
 
     monkeypatch.setattr(mi, "INDEXED_MATCH_MIN", 50)
     p = tmp_path / "big.tape"
@@ -367,7 +364,7 @@ def test_an_in_memory_cassette_and_loose_interactions_are_still_held_as_before()
 
 def test_the_compact_writer_path_writes_what_the_piece_path_writes() -> None:
     ps = tuple(Piece(5 * MS + i * MS, b"x" * i) for i in range(6))
-    from streamtape.cassette import data_record
+    from streamtape.cassette.records import data_record
 
     assert data_record(3, ps, 2 * MS) == data_record(3, Pieces.of(ps), 2 * MS)
 

@@ -9,10 +9,16 @@ import httpx
 import pytest
 
 import streamtape
-from streamtape.cassette import Outcome, Record, Request
-from streamtape.credentials import Credential, CredentialKind, find_credentials, looks_secret_name
-from streamtape.record import Recorder
-from streamtape.redaction import REDACTED, Redaction
+from streamtape.capture.credentials import (
+    Credential,
+    CredentialKind,
+    find_credentials,
+    looks_secret_name,
+)
+from streamtape.capture.recorder import Recorder
+from streamtape.capture.redaction import Redaction
+from streamtape.cassette.model import REDACTED, Outcome, Request
+from streamtape.cassette.records import Record
 from tests.builders import chat_events
 from tests.recording import recording
 from tests.servers import ScriptedServer, sse_events

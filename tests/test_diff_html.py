@@ -14,9 +14,9 @@ from html.parser import HTMLParser
 import pytest
 
 import streamtape
-from streamtape.cassette import Piece
+from streamtape.cassette.pieces import Piece
 from streamtape.diff import compare, diff_many, render_html
-from streamtape.diff.html import piece_text
+from streamtape.diff.render_html import piece_text
 from tests.chromium import ARTIFACTS, chromium, needs_chromium
 from tests.diff_backends import one
 from tests.recording import run_main as run

@@ -24,7 +24,7 @@ import pytest
 import streamtape
 from streamtape import Interaction
 from streamtape.diff import Gate, GateError, diff_many
-from streamtape.diff.session import diff_session, pair_session
+from streamtape.diff.shadow import diff_session, pair_session
 from streamtape.diff.summary import short_reason, summarize
 from streamtape.diff.summary_gates import AgreeGate, DistributionGate, Stat, parse_fail_on
 from streamtape.errors import OptionError

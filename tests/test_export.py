@@ -23,7 +23,7 @@ from mitmproxy import http as mhttp
 from mitmproxy.io import FlowReader
 
 import streamtape
-from streamtape.cassette import (
+from streamtape.cassette.model import (
     Direction,
     Interaction,
     Message,

@@ -14,7 +14,7 @@ from mitmproxy import http as mhttp
 from mitmproxy.io import FlowReader
 
 import streamtape
-from streamtape.cassette import Interaction, Outcome
+from streamtape.cassette.model import Interaction, Outcome
 from streamtape.interop import SYNTHETIC_TIMING_NOTE, Source, synthetic_timing
 from streamtape.interop import files as interop_files
 from streamtape.profiles import parse_profile

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from streamtape import Interaction, NoMatchError, Request, Response
-from streamtape.match import Matcher
+from streamtape.match.matcher import Matcher
 
 URL = "https://api.openai.com/v1/chat/completions"
 LOCAL = "http://127.0.0.1:8123/v1/chat/completions"

@@ -1,4 +1,4 @@
-"""The replay proxy's fast path (streamtape/mitm_direct.py): a connection whose first request
+"""The replay proxy's fast path (streamtape/mitm/direct.py): a connection whose first request
 a recording answers is relayed to the replay server below mitmproxy's HTTP layer.
 
 A real mitmproxy runs the replay addon in this process (so a second addon can count
@@ -25,10 +25,10 @@ from mitmproxy.proxy import server_hooks
 from mitmproxy.tools.dump import DumpMaster
 
 import streamtape
-from streamtape.match import Matcher
-from streamtape.mitm import run_proxy
-from streamtape.mitm_direct import Origin, _closing
-from streamtape.mitm_replay import ReplayAddon
+from streamtape.match.matcher import Matcher
+from streamtape.mitm.direct import Origin, _closing
+from streamtape.mitm.proxy import run_proxy
+from streamtape.mitm.replay import ReplayAddon
 from streamtape.serve.request import peek_request
 from tests.builders import CHAT_BODY, EVENTS, chat_ix
 from tests.servers import ScriptedServer, content_length

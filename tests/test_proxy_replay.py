@@ -20,7 +20,7 @@ import pytest
 
 import streamtape
 from streamtape.errors import OptionError
-from streamtape.mitm_addon import parse_bool
+from streamtape.mitm.options import parse_bool
 from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
 from tests.recording import STREAMTAPE, start_listening
 from tests.servers import ScriptedServer, content_length, raw_request

@@ -34,8 +34,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import mitmproxy.tools.dump  # noqa: F401
 
-    import streamtape.mitm
-    import streamtape.mitm_replay
+    import streamtape.mitm.record
+    import streamtape.mitm.replay
 
 KEY = "sk-test-key-that-must-never-reach-a-cassette-4242"
 PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import streamtape
+from streamtape.cassette.lock import cassette_lock, lock_path
 from streamtape.errors import CassetteError
-from streamtape.lock import cassette_lock, lock_path
 from streamtape.pytest_plugin.settings import RecordMode
 from streamtape.pytest_plugin.tapes import (
     Action,
@@ -42,7 +42,7 @@ def test_a_second_writer_waits_for_the_lock_and_gets_it_when_released(tmp_path: 
         waiter = _python(
             """
             import sys
-            from streamtape.lock import cassette_lock
+            from streamtape.cassette.lock import cassette_lock
             print("trying", flush=True)
             with cassette_lock(sys.argv[1], timeout=30):
                 print("got it", flush=True)
@@ -63,7 +63,7 @@ def test_a_writer_that_waits_too_long_fails_naming_the_cassette_and_the_holder(t
     holder = _python(
         """
         import sys, time
-        from streamtape.lock import cassette_lock
+        from streamtape.cassette.lock import cassette_lock
         with cassette_lock(sys.argv[1]):
             print("held", flush=True)
             time.sleep(30)
@@ -89,7 +89,7 @@ def test_writers_in_four_processes_never_interleave_their_appends(tmp_path: Path
             """
             import sys
             import streamtape
-            from streamtape.lock import cassette_lock
+            from streamtape.cassette.lock import cassette_lock
             from tests.builders import chat_ix
             for i in range(15):
                 with cassette_lock(sys.argv[1]):

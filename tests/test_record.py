@@ -61,11 +61,11 @@ def test_twenty_writes_30ms_apart_become_twenty_pieces_with_their_bytes_and_timi
     assert status == 200
     assert b"".join(proxied) == b"".join(direct) == b"".join(TWENTY)
     (ix,) = streamtape.load(out)
-    assert [c.data for c in ix.response.chunks] == TWENTY
+    assert [c.data for c in ix.response.pieces] == TWENTY
     assert ix.outcome == "complete" and ix.error is None
     assert ix.response.framing == "chunked"
     assert ix.response.content_type == "text/event-stream"
-    offsets = [c.at_ns for c in ix.chunks]
+    offsets = [c.at_ns for c in ix.pieces]
     assert offsets == sorted(offsets)
     gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(offsets)]
     # 30 ms apart on the upstream; a loaded 2-core machine may stretch single gaps.
@@ -73,7 +73,7 @@ def test_twenty_writes_30ms_apart_become_twenty_pieces_with_their_bytes_and_timi
     assert min(gaps_ms) >= 10
     total_ms = (offsets[-1] - offsets[0]) / 1e6
     assert 19 * 30 * 0.9 <= total_ms <= 19 * 30 + 1500
-    assert 0 <= ix.response.headers_at_ns <= ix.chunks[0].at_ns
+    assert 0 <= ix.response.headers_at_ns <= ix.pieces[0].at_ns
     assert ix.end_ns >= offsets[-1]
     assert ix.request.method == "POST" and ix.request.url.endswith("/v1/chat/completions")
     assert json.loads(ix.request.body) == {"stream": True}
@@ -93,7 +93,7 @@ def test_gzip_body_is_recorded_as_received_and_still_decompresses(tmp_path: Path
     # header carries a timestamp, so compare direct after decompressing).
     assert ix.response.body == b"".join(proxied)
     assert gzip.decompress(ix.response.body) == gzip.decompress(b"".join(direct)) == b"".join(events)
-    assert len(ix.chunks) >= 2
+    assert len(ix.pieces) >= 2
 
 
 def test_a_character_split_across_two_writes_stays_split(tmp_path: Path) -> None:
@@ -105,10 +105,10 @@ def test_a_character_split_across_two_writes_stays_split(tmp_path: Path) -> None
             _, got = stream_raw(rec.url + "/s", "GET")
             rec.wait_lines(1)
     (ix,) = streamtape.load(out)
-    assert [c.data for c in ix.chunks] == pieces
+    assert [c.data for c in ix.pieces] == pieces
     assert b"".join(got) == b"".join(pieces)
     with pytest.raises(UnicodeDecodeError):
-        ix.chunks[0].data.decode("utf-8")
+        ix.pieces[0].data.decode("utf-8")
 
 
 def test_ndjson_stream_is_recorded_line_by_line(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_ndjson_stream_is_recorded_line_by_line(tmp_path: Path) -> None:
             rec.wait_lines(1)
     (ix,) = streamtape.load(out)
     assert ix.response.content_type == "application/x-ndjson"
-    assert [json.loads(c.data) for c in ix.chunks] == lines
+    assert [json.loads(c.data) for c in ix.pieces] == lines
 
 
 def test_content_length_json_is_skipped_by_default_and_recorded_with_all(tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_content_length_json_is_skipped_by_default_and_recorded_with_all(tmp_pat
     assert [ix.request.path for ix in default] == ["/sse-cl"]
     assert default[0].response.framing == "content-length"
     assert default[0].response.body == sse_body
-    assert len(default[0].chunks) >= 2  # one piece per socket read
+    assert len(default[0].pieces) >= 2  # one piece per socket read
     (ix,) = streamtape.load(out_all)
     assert ix.response.framing == "content-length" and ix.response.body == body == b"".join(got)
 
@@ -159,7 +159,7 @@ def test_close_delimited_body_is_recorded_complete(tmp_path: Path) -> None:
     assert ix.response.framing == "close-delimited"
     assert ix.outcome == "complete"
     assert ix.response.body == b"".join(pieces) == b"".join(got)
-    assert len(ix.chunks) == 4
+    assert len(ix.pieces) == 4
 
 
 def test_upstream_closing_mid_stream_is_recorded_with_its_pieces_and_outcome(tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_upstream_closing_mid_stream_is_recorded_with_its_pieces_and_outcome(tmp
     (ix,) = streamtape.load(out)
     assert ix.outcome == "upstream_closed"
     assert "incomplete chunked read" in ix.error
-    assert [c.data for c in ix.chunks] == events[:3]
+    assert [c.data for c in ix.pieces] == events[:3]
     assert "upstream_closed" in lines[0]
 
 
@@ -189,8 +189,8 @@ def test_client_disconnect_is_recorded_with_the_pieces_so_far(tmp_path: Path) ->
     (ix,) = streamtape.load(out)
     assert ix.outcome == "client_disconnected"
     assert ix.error and "client disconnected" in ix.error.lower()
-    assert 3 <= len(ix.chunks) < 20
-    assert b"".join(c.data for c in ix.chunks).startswith(b"".join(got))
+    assert 3 <= len(ix.pieces) < 20
+    assert b"".join(c.data for c in ix.pieces).startswith(b"".join(got))
 
 
 def test_secrets_in_headers_query_and_cookies_never_reach_the_file(tmp_path: Path) -> None:
@@ -275,7 +275,7 @@ def test_sigterm_stops_cleanly_and_saves_the_stream_in_flight(tmp_path: Path) ->
     quick, slow = streamtape.load(out)
     assert quick.outcome == "complete"
     assert slow.outcome == "interrupted"
-    assert len(slow.chunks) >= 3
+    assert len(slow.pieces) >= 3
     assert "2 interactions saved" in rec.stderr
 
 
@@ -294,15 +294,15 @@ def test_sigkill_leaves_every_finished_interaction_readable_and_marks_the_unfini
                 def four_pieces_in() -> bool:
                     # Pieces reach the disk up to 1 s after they arrive (the writer batches them).
                     cas = on_disk(out)
-                    return cas is not None and len(cas) == 4 and len(cas[3].chunks) >= 4
+                    return cas is not None and len(cas) == 4 and len(cas[3].pieces) >= 4
 
                 wait_until(four_pieces_in)
                 rec.proc.kill()
                 rec.proc.wait()
     cas = streamtape.load(out)
     assert [ix.outcome for ix in cas] == ["complete"] * 3 + ["interrupted"]
-    assert all([c.data for c in ix.chunks] == TWENTY[:5] for ix in cas[:3])
-    assert 4 <= len(cas[3].chunks) < 20
+    assert all([c.data for c in ix.pieces] == TWENTY[:5] for ix in cas[:3])
+    assert 4 <= len(cas[3].pieces) < 20
 
 
 def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
@@ -322,7 +322,7 @@ def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGINT)
             proc.communicate(timeout=20)
     (ix,) = streamtape.load(out)
-    assert [c.data for c in ix.chunks] == TWENTY[:6] == got
+    assert [c.data for c in ix.pieces] == TWENTY[:6] == got
     assert ix.labels == {"via": "mitmdump"}
 
 
@@ -355,7 +355,7 @@ def test_proxy_mode_records_a_plain_http_app(tmp_path: Path) -> None:
             rec.wait_lines(1)
     (ix,) = streamtape.load(out)
     assert ix.request.url == up.url + "/s"
-    assert [c.data for c in ix.chunks] == TWENTY[:3] == got
+    assert [c.data for c in ix.pieces] == TWENTY[:3] == got
 
 
 def test_regular_mode_records_https_through_mitmproxys_ca(tmp_path: Path) -> None:
@@ -372,7 +372,7 @@ def test_regular_mode_records_https_through_mitmproxys_ca(tmp_path: Path) -> Non
             rec.wait_lines(1)
     (ix,) = streamtape.load(out)
     assert ix.request.url == up.url + "/v1/chat/completions" and ix.request.url.startswith("https://")
-    assert [c.data for c in ix.chunks] == TWENTY[:4] == got
+    assert [c.data for c in ix.pieces] == TWENTY[:4] == got
     assert b"tls-secret" not in out.read_bytes()
 
 

@@ -31,7 +31,8 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 import streamtape
-from streamtape.cassette import Framing, Interaction
+from streamtape.cassette.model import Interaction
+from streamtape.wire import Framing
 from tests.builders import chat_events
 from tests.recording import STREAMTAPE, recording, start_listening
 from tests.servers import raw_request, self_signed_pem

@@ -56,9 +56,9 @@ def test_openai_sdk_stream_from_llama_server_is_recorded_exactly(llama_slow: str
     assert a.text == sdk_text and sdk_text
     assert a.done and a.finish is not None and a.finish.reason == "length"
     assert a.usage is not None and a.usage.completion_tokens == 40  # cut by max_tokens
-    assert chat.chunks[-1].data.endswith(b"data: [DONE]\n\n")
+    assert chat.pieces[-1].data.endswith(b"data: [DONE]\n\n")
     # The slow model makes a token about every 10 ms; the recording keeps that rhythm.
-    gaps = [(b.at_ns - x.at_ns) / 1e6 for x, b in zip(chat.chunks, chat.chunks[1:], strict=False)]
+    gaps = [(b.at_ns - x.at_ns) / 1e6 for x, b in zip(chat.pieces, chat.pieces[1:], strict=False)]
     assert 3 <= statistics.median(gaps) <= 60
     assert comp.response.body == native
     assert analyze(comp).shape == "llamacpp"

@@ -19,8 +19,9 @@ from mitmproxy import ctx, http
 from mitmproxy.tools.dump import DumpMaster
 
 import streamtape
-from streamtape.cassette import Interaction
-from streamtape.mitm import RecordAddon, run_proxy
+from streamtape.cassette.model import Interaction
+from streamtape.mitm.proxy import run_proxy
+from streamtape.mitm.record import RecordAddon
 from tests.builders import chat_events
 from tests.recording import STREAMTAPE, start_listening
 from tests.servers import ScriptedServer, sse_events

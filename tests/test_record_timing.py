@@ -28,7 +28,9 @@ import httpx
 import pytest
 
 import streamtape
-from streamtape.cassette import Interaction, Setup, decode_pieces, read_records, record_kind
+from streamtape.cassette.model import Interaction, Setup
+from streamtape.cassette.reader import read_records
+from streamtape.cassette.records import decode_pieces, record_kind
 from tests.builders import MS, chat_events
 from tests.recording import recording, run_main, start_listening
 from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, self_signed_pem

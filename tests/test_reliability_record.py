@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 import streamtape
-from streamtape.cassette import Outcome
+from streamtape.cassette.model import Outcome
 from tests.builders import wait_until
 from tests.recording import STREAMTAPE, recording, start_listening
 from tests.reliability import Fetched, fetch_many
@@ -82,7 +82,7 @@ def test_200_concurrent_streams_are_all_recorded_as_their_clients_received_them(
         assert ix.outcome is Outcome.COMPLETE
         assert ix.response is not None and ix.response.body == f.body
         # The same pieces: one upstream chunk, one recorded piece, one chunk to the client.
-        assert [p.data for p in ix.response.chunks] == [d for _, d in f.pieces]
+        assert [p.data for p in ix.response.pieces] == [d for _, d in f.pieces]
 
 
 _SAVED = re.compile(r"^POST (\S+) 200 .* complete$")

@@ -104,7 +104,7 @@ def test_malformed_http_gets_an_answer_or_a_close_and_the_server_keeps_serving(
             assert b"Connection: close" in answer and b'"streamtape_bad_request"' in answer
         # The next client is served as if nothing happened.
         r = httpx.post(server.url + PATH, json=CHAT_BODY, timeout=10)
-        assert r.status_code == 200 and r.content == b"".join(p.data for p in chat_ix().response.chunks)  # type: ignore[union-attr]
+        assert r.status_code == 200 and r.content == b"".join(p.data for p in chat_ix().response.pieces)  # type: ignore[union-attr]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     bad = [x for x in lines if "outcome=bad_request" in x]
     assert len(bad) == 1 and (f" {status} " in bad[0] if status else " - - outcome" in bad[0])
@@ -304,7 +304,7 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
         pytest.skip(f"the descriptor limit is under {2 * STREAMS + 500}")
     tape = tmp_path / "steady.tape"
     times = _steady_tape(tape)
-    body = b"".join(p.data for p in streamtape.load(tape)[0].response.chunks)  # type: ignore[union-attr]
+    body = b"".join(p.data for p in streamtape.load(tape)[0].response.pieces)  # type: ignore[union-attr]
     proc, url = start_listening([*STREAMTAPE, "serve", str(tape), "--port", "0"], r"on http://(\S+:\d+) ")
     log: list[str] = []
     assert proc.stdout is not None

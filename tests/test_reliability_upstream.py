@@ -9,7 +9,7 @@ failure:
 - reset mid-stream: a TCP RST after three events. Direct, ``ReadError``
   (ECONNRESET); mitmproxy reports a reset as an early close and would close
   the client with a FIN (``RemoteProtocolError``), so the recorder resets the
-  client's connection itself (streamtape.mitm_faults) and says so in the
+  client's connection itself (streamtape.mitm.faults) and says so in the
   recording's error;
 - a stall longer than the client's read timeout: ``ReadTimeout`` after three
   events; the recording ends ``client_disconnected`` with those three pieces;
@@ -32,7 +32,7 @@ import mitmproxy.version
 import pytest
 
 import streamtape
-from streamtape.cassette import Interaction, Outcome
+from streamtape.cassette.model import Interaction, Outcome
 from streamtape.wire import UPSTREAM_RESET
 from tests.recording import recording
 from tests.servers import ScriptedServer
@@ -108,6 +108,6 @@ def test_the_client_sees_what_it_would_without_the_proxy_and_the_cassette_keeps_
     assert proxied.body == direct.body
     ix = run.recorded[path]
     check(ix)
-    pieces = [p.data for p in ix.response.chunks] if ix.response is not None else []
+    pieces = [p.data for p in ix.response.pieces] if ix.response is not None else []
     assert b"".join(pieces) == direct.body
     assert pieces == (list(FIRST) if direct.body else [])

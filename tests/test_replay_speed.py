@@ -23,7 +23,7 @@ import time
 import pytest
 
 from streamtape import clock
-from streamtape.pieces import Pieces
+from streamtape.cassette.pieces import Pieces
 from streamtape.profiles import Step, StepKind, Steps, parse_profile
 from streamtape.serve.collector import QuietCollector
 from streamtape.transport import Timeline, play_actions

@@ -24,26 +24,22 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 import streamtape
-from streamtape.cassette import (
-    FORMAT_VERSION,
-    NEWEST_VERSION,
-    WEBSOCKET_VERSION,
-    BackgroundWriter,
-    CassetteWriter,
+from streamtape.capture.recorder import Begun, Redaction
+from streamtape.capture.websocket import SessionRecorder
+from streamtape.cassette.model import (
     Direction,
-    Framing,
     Interaction,
     Message,
     Outcome,
     Request,
     Response,
     WebSocketSession,
-    load,
-    save,
 )
+from streamtape.cassette.reader import load
+from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, WEBSOCKET_VERSION
+from streamtape.cassette.writer import BackgroundWriter, CassetteWriter, save
 from streamtape.errors import CassetteError
-from streamtape.record import Begun, Redaction
-from streamtape.record_ws import SessionRecorder
+from streamtape.wire import Framing
 from tests.builders import MS, chat_ix, wait_until
 from tests.recording import recording, start_listening
 from tests.servers import ScriptedServer

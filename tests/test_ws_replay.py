@@ -43,19 +43,19 @@ from wsproto.events import (
 )
 
 import streamtape
-from streamtape.cassette import (
+from streamtape.cassette.model import (
     Direction,
     Interaction,
     Message,
     Outcome,
     Response,
     WebSocketSession,
-    load,
 )
-from streamtape.cassette import Request as HTTPRequest
+from streamtape.cassette.model import Request as HTTPRequest
+from streamtape.cassette.reader import load
 from streamtape.errors import ProfileError
 from streamtape.profiles import parse_profile
-from streamtape.profiles.messages import SessionStepKind, schedule_session
+from streamtape.profiles.websocket import SessionStepKind, schedule_session
 from streamtape.serve import ReplayServer
 from streamtape.serve.websocket import encode_message
 from tests.builders import MS, chat_ix

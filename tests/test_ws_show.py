@@ -12,18 +12,18 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from streamtape.cassette import (
+from streamtape.cassette.model import (
     Direction,
-    Framing,
     Interaction,
     Message,
     Request,
     Response,
     WebSocketSession,
-    load,
-    save,
 )
+from streamtape.cassette.reader import load
+from streamtape.cassette.writer import save
 from streamtape.shapes.realtime import analyze_session
+from streamtape.wire import Framing
 from tests.builders import MS, chat_ix
 from tests.recording import recording, run_main
 from tests.ws_upstream import realtime_turn, realtime_upstream

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import click
 
-from ..cassette import Cassette
+from ..cassette.reader import Cassette
 from ..fmt import warning_lines
 
 

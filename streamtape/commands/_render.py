@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 
-from ..cassette import Setup
+from ..cassette.model import Setup
 from ..fmt import ms
 
 

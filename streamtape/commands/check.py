@@ -7,9 +7,9 @@ import json
 
 import click
 
-from ..cassette import load_many
+from ..cassette.reader import load_many
 from ..check import check as check_ix
-from ..check_ws import check_session
+from ..check.websocket import check_session
 from ..fmt import summary_line
 from ..shapes import SHAPES, analyze, check_shape
 from ..shapes.realtime import analyze_session
@@ -40,7 +40,7 @@ def check(ctx: click.Context, file: tuple[str, ...], as_json: bool, shape: str |
     for cas in cassettes:
         for n, ix in enumerate(cas):
             kind: str | None
-            if ix.websocket is not None:  # a session: streamtape.check_ws
+            if ix.websocket is not None:  # a session: streamtape.check.websocket
                 sa = analyze_session(ix)
                 kind = "realtime" if sa.shape == "realtime" else "websocket"
                 findings = check_session(ix, sa)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from ..cassette import Interaction, load, load_many
+from ..cassette.model import Interaction
+from ..cassette.reader import load, load_many
 from ..diff import (
     IGNORABLE,
     CassetteDiff,
@@ -23,7 +24,7 @@ from ..diff import (
     result_json,
 )
 from ..diff.render_text import render_report
-from ..diff.session import diff_session, is_session
+from ..diff.shadow import diff_session, is_session
 from ..diff.summary import Summary, summarize
 from ..diff.summary_gates import SummaryGate, parse_fail_on
 from ..diff.summary_html import SUMMARY_CSS, summary_section
@@ -31,7 +32,7 @@ from ..diff.summary_render import render_summary_text, summary_json
 from ..errors import CassetteError, OptionError
 from ..shapes import SHAPES
 from ._common import warn
-from ._sessions import diff_sessions_command, has_sessions
+from ._websocket import diff_sessions_command, has_sessions
 
 _INDEX_RE = re.compile(r"^(?P<path>.+)#(?P<index>[^#]*)$")
 

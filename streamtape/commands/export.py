@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..cassette import load_many
+from ..cassette.reader import load_many
 from ..errors import InteropError, OptionError
 from ._common import warn
 

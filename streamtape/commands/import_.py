@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
-from ..cassette import Interaction, save
+from ..capture.recorder import parse_labels
+from ..capture.redaction import Redaction
+from ..cassette.model import Interaction
+from ..cassette.writer import save
 from ..errors import InteropError
 from ..interop import SYNTHETIC_TIMING_NOTE, Imported, Source
-from ..record import parse_labels
-from ..redaction import Redaction
 
 
 def _write_new(path: Path, interactions: list[Interaction]) -> None:

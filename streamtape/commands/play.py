@@ -13,7 +13,9 @@ from typing import BinaryIO, Literal
 
 import click
 
-from ..cassette import Interaction, Piece, load
+from ..cassette.model import Interaction
+from ..cassette.pieces import Piece
+from ..cassette.reader import load
 from ..clock import now_ns, sleep_until_sync
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, path_of

@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 
 import click
 
-from ..cassette import Interaction, Outcome
-from ..credentials import Credential
+from ..capture.credentials import Credential
+from ..capture.recorder import parse_labels
+from ..cassette.model import Interaction, Outcome
 from ..errors import OptionError
 from ..fmt import summary_line
-from ..record import parse_labels
 from ..shadow import ShadowPlan, ShadowTarget, build_plan
 from ..shadow.labels import SESSION_LABELS
 
@@ -117,7 +117,8 @@ def record(
     """
     # Late: mitmproxy takes most of a second to import, and only this command
     # (of the ones every `streamtape` run registers) needs it.
-    from ..mitm import RecordAddon, credential_warning, run_proxy
+    from ..mitm.proxy import run_proxy
+    from ..mitm.record import RecordAddon, credential_warning
 
     host, port = parse_listen(listen)
     fixed_labels = parse_labels(labels)  # fail before starting anything

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cassette import load_many
+from ..cassette.reader import load_many
 from ..errors import OptionError
 from ..profiles import parse_profile
 from ._common import warn
@@ -146,8 +146,8 @@ def _serve_proxy(
     paths: tuple[str, ...], host: str, port: int, profile: str, ignore_fields: tuple[str, ...],
     match_headers: tuple[str, ...], strict: bool, passthrough: bool, confdir: str | None, n: int,
 ) -> None:
-    from ..mitm import run_proxy  # late: mitmproxy is heavy and only --proxy needs it
-    from ..mitm_replay import ReplayAddon
+    from ..mitm.proxy import run_proxy  # late: mitmproxy is heavy and only --proxy needs it
+    from ..mitm.replay import ReplayAddon
     from ..serve.collector import QuietCollector
 
     failures: list[str] = []

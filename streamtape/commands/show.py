@@ -9,11 +9,15 @@ from typing import TypedDict
 
 import click
 
-from ..cassette import Cassette, Interaction, load
+from ..cassette.model import Interaction
+from ..cassette.reader import Cassette, load
 from ..errors import OptionError
 from ..fmt import human_bytes, ms, summary
 from ..shapes import SHAPES, analyze, check_shape
-from ..shapes.render import (
+from ..stats import compute
+from ._common import warn
+from ._render import bytes_json, escape_piece, setup_json, setup_line
+from ._timeline import (
     analysis_fields,
     event_json,
     events_lines,
@@ -23,10 +27,7 @@ from ..shapes.render import (
     stats_lines,
     text_lines,
 )
-from ..stats import compute
-from ._common import warn
-from ._render import bytes_json, escape_piece, setup_json, setup_line
-from ._sessions import show_session
+from ._websocket import show_session
 
 
 class TimelineRow(TypedDict):
@@ -210,7 +211,7 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
                 click.echo(line)
         return
     ix = pick(cas, index)
-    if ix.websocket is not None:  # messages, not pieces: streamtape.commands._sessions
+    if ix.websocket is not None:  # messages, not pieces: streamtape.commands._websocket
         show_session(ix, index, as_json=as_json, events=show_events, text=show_text,
                      reasoning=show_reasoning, shape=shape)
         return

@@ -39,7 +39,6 @@ from __future__ import annotations
 from ..errors import GateError
 from .compare import compare, compare_sides, diff_many, json_equal, side, word_diff
 from .gates import Gate, GateKind, GateResult, parse_gate
-from .html import render_html
 from .model import (
     IGNORABLE,
     CassetteDiff,
@@ -58,6 +57,7 @@ from .model import (
     WireRow,
 )
 from .pairing import Pairing, body_key, pair, request_key
+from .render_html import render_html
 from .render_json import report_json, result_json
 from .render_text import render_text
 

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from ..cassette import Interaction
+from ..cassette.model import Interaction
 from ..errors import OptionError
 from ..shapes import Event, ToolCall, analyze
 from ..stats import compute

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from ..cassette import Interaction, Request
+from ..cassette.model import Interaction, Request
 from ..shapes import Analysis
 from ..stats import Stats
 from .pairing import PairedBy

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..cassette import Interaction, Request
+from ..cassette.model import Interaction, Request
 
 PairedBy = Literal["request", "request except model", "only interaction", "chosen", "pair id"]
 """How two interactions came to be compared: the same request, the same but for

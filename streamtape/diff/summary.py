@@ -31,7 +31,7 @@ from .model import (
     TimingUnit,
 )
 from .pairing import PairedBy
-from .session import MissingSide, SessionPairing
+from .shadow import MissingSide, SessionPairing
 from .summary_gates import (
     AgreeGate,
     DistributionGate,

@@ -1,7 +1,7 @@
 """The summary of many pairs as the head of the ``diff --html`` page, with its plots.
 
 :func:`summary_section` is the HTML that leads the page
-(:func:`streamtape.diff.html.render_html` takes it as ``summary_html``): the
+(:func:`streamtape.diff.render_html.render_html` takes it as ``summary_html``): the
 verdict, the pairs in a table (each row a link to that pair's section, with
 its two timelines, further down the page), the agreement counts, the calls
 with one side only, the timing spread, the gates, and two plots for each of

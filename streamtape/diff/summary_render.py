@@ -20,7 +20,7 @@ from ..fmt import jsonable
 from .cells import fmt_ratio, fmt_value
 from .model import Category
 from .render_text import RULE, Style, no_style, table_lines
-from .session import MissingSide
+from .shadow import MissingSide
 from .summary import Distribution, PairLine, Summary
 from .summary_gates import Stat
 

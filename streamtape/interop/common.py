@@ -30,10 +30,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from ..cassette import Headers, Interaction, Outcome, Piece, Request, Response
+from ..capture.recorder import framing_of
+from ..capture.redaction import Redaction
+from ..cassette.model import Headers, Interaction, Outcome, Request, Response
+from ..cassette.pieces import Piece
 from ..profiles import LatencyKind, Profile
-from ..record import framing_of
-from ..redaction import Redaction
 from ..wire import header_value, reason_phrase
 
 SOURCE_LABEL = "source"

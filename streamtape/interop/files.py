@@ -19,9 +19,9 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..cassette import FORMAT_NAME
+from ..capture.redaction import Redaction
+from ..cassette.records import FORMAT_NAME
 from ..errors import InteropError
-from ..redaction import Redaction
 from . import har, mitmflow, vcr
 from .common import Imported, Source
 

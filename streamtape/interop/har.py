@@ -56,24 +56,21 @@ from urllib.parse import parse_qsl, urlsplit
 
 from mitmproxy.net.http.headers import infer_content_encoding
 
-from .. import __version__
-from ..cassette import (
+from .._version import __version__
+from ..capture.redaction import Redaction
+from ..cassette.model import (
     Direction,
     Headers,
     Interaction,
     Message,
     Outcome,
-    Piece,
     Request,
     Response,
     WebSocketSession,
-    decode_close,
-    decode_setup,
-    encode_close,
-    encode_setup,
 )
+from ..cassette.pieces import Piece
+from ..cassette.records import decode_close, decode_setup, encode_close, encode_setup
 from ..errors import InteropError
-from ..redaction import Redaction
 from ..wire import header_value
 from .common import (
     Imported,

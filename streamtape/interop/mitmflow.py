@@ -12,7 +12,7 @@ A body that was streamed (``stream_large_bodies``, or an addon that set
 ``flow.response.stream``) is not kept: mitmproxy writes ``None`` for it. Such
 a flow is imported as a head without pieces, and the import says so. A flow
 that failed gets its outcome from mitmproxy's message, as the recorder does
-(:func:`streamtape.mitm.outcome_of`). Flows that are not HTTP (TCP, UDP, DNS)
+(:func:`streamtape.mitm.record.outcome_of`). Flows that are not HTTP (TCP, UDP, DNS)
 are skipped, and counted.
 
 mitmproxy 11 (Python 3.11) and 12 read the same files through the same API;
@@ -27,10 +27,10 @@ from pathlib import Path
 from mitmproxy import exceptions, http
 from mitmproxy.io import FlowReader
 
-from ..cassette import Headers, Interaction, Outcome, Request
+from ..capture.redaction import Redaction
+from ..cassette.model import Headers, Interaction, Outcome, Request
 from ..errors import InteropError
-from ..mitm import outcome_of
-from ..redaction import Redaction
+from ..mitm.record import outcome_of
 from .common import Imported, Notes, Source, imported, one_piece_response
 
 

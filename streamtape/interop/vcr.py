@@ -40,9 +40,9 @@ from typing import Any
 
 import yaml
 
-from ..cassette import Headers, Interaction, Outcome, Request
+from ..capture.redaction import Redaction
+from ..cassette.model import Headers, Interaction, Outcome, Request
 from ..errors import InteropError
-from ..redaction import Redaction
 from ..wire import reason_phrase
 from .common import (
     Imported,

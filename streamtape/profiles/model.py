@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import overload
 
-from ..cassette import Headers
+from ..cassette.model import Headers
 from ..wire import Framing, framing_headers, header_value
 
 __all__ = [

@@ -44,7 +44,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..cassette import CLIENT_DISCONNECTED, COMPLETE, Chunk, Interaction, PieceSequence, Response
+from ..cassette.model import Interaction, Outcome, Response
+from ..cassette.pieces import Piece, PieceSequence
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
 from ..wire import UPSTREAM_RESET, Framing, end_to_end, has_no_body, reason_phrase, replay_framing
@@ -143,7 +144,7 @@ def recorded_ending(ix: Interaction) -> StepKind:
     clean end. The recorder marks an upstream reset in the error text
     (:data:`~streamtape.wire.UPSTREAM_RESET`), so a replay resets too.
     """
-    if ix.outcome in (COMPLETE, CLIENT_DISCONNECTED):
+    if ix.outcome in (Outcome.COMPLETE, Outcome.CLIENT_DISCONNECTED):
         return StepKind.END
     if ix.error is not None and ix.error.startswith(UPSTREAM_RESET):
         return StepKind.RESET
@@ -243,11 +244,11 @@ class _ScheduleBuilder:
         if plain and self.p.chunk.kind == ChunkKind.RECORDED:
             times, datas = _recorded(resp)
             return self.plain(resp, times, datas, self.recorded_end(resp, times))
-        chunks = [c for c in resp.chunks if c.data]
-        times = [c.at_ns for c in chunks]
+        recorded = [c for c in resp.pieces if c.data]
+        times = [c.at_ns for c in recorded]
         rec_end = self.recorded_end(resp, times)
-        ends = list(itertools.accumulate(len(c.data) for c in chunks))
-        pieces = self.chunk(chunks, ends, times)
+        ends = list(itertools.accumulate(len(c.data) for c in recorded))
+        pieces = self.chunk(recorded, ends, times)
         if plain:
             return self.plain(resp, [p.at for p in pieces], [p.data for p in pieces], rec_end)
 
@@ -358,7 +359,8 @@ class _ScheduleBuilder:
 
     # -- chunking ---------------------------------------------------------------
 
-    def chunk(self, chunks: Sequence[Chunk], ends: list[int], times: list[int]) -> list[_Piece]:
+    def chunk(self, given: Sequence[Piece], ends: list[int], times: list[int]) -> list[_Piece]:
+        """The recorded pieces cut again as the profile's chunking says."""
         body = self.body
         if not body:
             return []
@@ -368,7 +370,7 @@ class _ScheduleBuilder:
         if kind in (ChunkKind.RECORDED, ChunkKind.FRAGMENT):  # fragment: WebSocket frames only
             return [
                 _Piece(c.at_ns, e - len(c.data), e, c.data)
-                for c, e in zip(chunks, ends, strict=True)
+                for c, e in zip(given, ends, strict=True)
             ]
         if kind == ChunkKind.BYTES:
             n = int(args[0])
@@ -403,7 +405,7 @@ class _ScheduleBuilder:
             window = int(args[0] * _MS) if args else None  # None: no limit, one group
             cuts = []
             group_first = None
-            for i, c in enumerate(chunks):
+            for i, c in enumerate(given):
                 if group_first is None or (window is not None and c.at_ns - group_first > window):
                     if i:
                         cuts.append(ends[i - 1])

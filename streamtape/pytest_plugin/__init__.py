@@ -91,10 +91,10 @@ from typing import Any
 
 import pytest
 
-from ..cassette import Cassette
+from ..cassette.reader import Cassette
 from ..errors import StreamtapeError
+from .fixture import Streamtape
 from .matrix import PROPERTY, MatrixResults
-from .session import Streamtape
 from .settings import (
     ALL_ADVERSARIAL,
     INI_CASSETTE_DIR,

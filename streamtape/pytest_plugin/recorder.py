@@ -1,13 +1,13 @@
 """The in-process recorder: mitmproxy in reverse mode in front of the upstream, on its own thread.
 
 It is ``streamtape record`` without the terminal: the same
-:class:`~streamtape.mitm.RecordAddon` with its redaction defaults, run by
-:func:`~streamtape.mitm.run_proxy` on a background thread (its own event
+:class:`~streamtape.mitm.record.RecordAddon` with its redaction defaults, run by
+:func:`~streamtape.mitm.proxy.run_proxy` on a background thread (its own event
 loop), so a synchronous test, an asyncio test and an anyio test all reach it
 over a real socket, and the proxy's event loop is never the test's.
 
 For ``new_episodes`` the proxy also carries the
-:class:`~streamtape.mitm_replay.ReplayAddon`: a request the cassette answers is
+:class:`~streamtape.mitm.replay.ReplayAddon`: a request the cassette answers is
 served by the replay server behind it (and is not recorded: the record
 addon's filter skips flows that carry the replay addon's internal header); any
 other request goes to the upstream and is recorded. So replayed interactions
@@ -36,12 +36,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ..cassette import Interaction, Outcome
+from ..cassette.model import Interaction, Outcome
 from ..errors import StreamtapeError
 from .sent import Answer, SentRequest, redacted
 
 if TYPE_CHECKING:
-    from ..match import Matcher
+    from ..match.matcher import Matcher
 
 REPLAY_HEADER_FILTER = "!~hq x-streamtape-replay"
 
@@ -138,8 +138,8 @@ class ProxyRecorder:
             # mitmproxy imports ldap3, which uses names pyasn1 has deprecated: noise in
             # the test's warning summary that nobody running the test can act on.
             warnings.simplefilter("ignore", DeprecationWarning)
-            from ..mitm import RecordAddon
-            from ..mitm_replay import ReplayAddon
+            from ..mitm.record import RecordAddon
+            from ..mitm.replay import ReplayAddon
 
         options: dict[str, object] = {
             "streamtape_out": str(self.out),
@@ -182,7 +182,7 @@ class ProxyRecorder:
             self.errors.append(message)
 
     def _run(self, addons: list[object], options: dict[str, object]) -> None:
-        from ..mitm import run_proxy
+        from ..mitm.proxy import run_proxy
 
         def running(addrs: list[tuple[str, int]]) -> None:
             host, port = addrs[0]

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..redaction import DEFAULT_REDACT_HEADERS, REDACTED
+from ..capture.redaction import DEFAULT_REDACT_HEADERS
+from ..cassette.model import REDACTED
 
 _SECRET = frozenset(DEFAULT_REDACT_HEADERS)
 INTERNAL_HEADERS = frozenset({"x-streamtape-replay"})
@@ -57,7 +58,7 @@ def redacted(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
 
 
 def from_matcher_entry(entry: Mapping[str, object]) -> SentRequest:
-    """A :attr:`streamtape.match.Matcher.received` entry as a :class:`SentRequest`."""
+    """A :attr:`streamtape.match.matcher.Matcher.received` entry as a :class:`SentRequest`."""
     matched = entry.get("matched")
     error = entry.get("error")
     raw_headers = entry.get("headers")

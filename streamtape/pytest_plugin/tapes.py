@@ -2,7 +2,7 @@
 
 A recording never writes the cassette while the test runs: it goes to a
 private file beside it, and when the test is over :func:`commit` moves it in
-under the cassette's lock (:func:`streamtape.lock.cassette_lock`), so
+under the cassette's lock (:func:`streamtape.cassette.lock.cassette_lock`), so
 parallel writers (pytest-xdist workers recording parameter sets of one test)
 never interleave and a reader never sees half a file:
 
@@ -28,9 +28,10 @@ import os
 from enum import StrEnum
 from pathlib import Path
 
-from ..cassette import CassetteWriter, load, read_records
+from ..cassette.lock import cassette_lock
+from ..cassette.reader import load, read_records
+from ..cassette.writer import CassetteWriter
 from ..errors import CassetteError
-from ..lock import cassette_lock
 from .settings import RecordMode
 
 FAILED_SUFFIX = ".failed"

@@ -11,7 +11,7 @@ Layers, from the inside out:
   one write (one HTTP chunk on chunked framing) on a socket with
   ``TCP_NODELAY``, so a recorded boundary is a boundary on the wire.
 * :mod:`.server`: :class:`ReplayServer`, the asyncio driver. It parses
-  requests, asks the :class:`~streamtape.match.Matcher` for the interaction,
+  requests, asks the :class:`~streamtape.match.matcher.Matcher` for the interaction,
   asks the profile for a schedule and plays it against absolute deadlines
   from the moment the request was received. Faults act on the socket:
   ``cut`` closes without the terminating chunk, ``reset`` aborts with a TCP

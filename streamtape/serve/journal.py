@@ -43,8 +43,8 @@ class SharedJournal:
 
     :meth:`append` writes to this worker's file (``<worker>.jsonl``);
     iterating reads every worker's file and yields the newest ``keep``
-    entries of them all, oldest first, as :attr:`streamtape.match.Matcher.received`
-    does. It is a :class:`streamtape.match.RequestJournal`.
+    entries of them all, oldest first, as :attr:`streamtape.match.matcher.Matcher.received`
+    does. It is a :class:`streamtape.match.matcher.RequestJournal`.
     """
 
     def __init__(self, folder: str | os.PathLike[str], worker: int, keep: int = 10_000) -> None:

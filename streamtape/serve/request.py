@@ -168,7 +168,7 @@ def peek_request(data: bytes, max_body: int = MAX_BODY) -> HTTPRequest | Literal
     conversation (a malformed head, a chunked body, ``Expect: 100-continue``,
     a head or body over the limits). The proxy uses it to decide, before
     mitmproxy's HTTP layer takes a connection, whether the replay server
-    answers it (:mod:`streamtape.mitm_direct`).
+    answers it (:mod:`streamtape.mitm.direct`).
     """
     end = data.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
     if end < 0:

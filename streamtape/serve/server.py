@@ -1,7 +1,7 @@
 """The replay server: an asyncio driver of :class:`~streamtape.profiles.Schedule` values.
 
 :class:`ReplayServer` reads requests (:mod:`.request`), asks the
-:class:`~streamtape.match.Matcher` for the interaction, asks the profile for a
+:class:`~streamtape.match.matcher.Matcher` for the interaction, asks the profile for a
 schedule, and plays it with a :class:`~.player.Player` against absolute
 deadlines from the moment the request was received. Everything about the
 bytes on the wire (the head, the framing headers, chunk framing, error
@@ -30,15 +30,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..cassette import Cassette, Interaction, load_many
+from ..cassette.model import Interaction
+from ..cassette.reader import Cassette, load_many
 from ..clock import sleep_until
 from ..errors import NoMatchError, OptionError, StreamtapeError
 from ..fmt import jsonable
 from ..interop import timing_note
-from ..match import Matcher, RequestJournal
-from ..match_index import interactions_of, matcher_for
+from ..match.indexed import interactions_of, matcher_for
+from ..match.matcher import Matcher, RequestJournal
+from ..match.websocket import MessageComparer
 from ..profiles import FaultKind, Profile, Schedule, StepKind, parse_profile
-from ..profiles.messages import schedule_session
+from ..profiles.websocket import schedule_session
 from ..wire import (
     DIRECT_HEADER,
     PROFILE_HEADER,
@@ -48,7 +50,6 @@ from ..wire import (
     error_body,
     response_head,
 )
-from .client_messages import MessageComparer
 from .guard import answer_and_close, drain_within, stalled_note
 from .player import Player, Prepared, Stop, reset
 from .request import CLIENT_TIMEOUT_S, MAX_BODY, MAX_HEAD, BadRequest, HTTPRequest, read_request
@@ -180,7 +181,7 @@ class ReplayServer:
     """Serve recorded interactions over HTTP/1.1 on ``host:port`` (port 0: any free port),
     and recorded WebSocket sessions to an upgrade on the same port (:attr:`ws_url`).
 
-    ``source`` is a :class:`~streamtape.match.Matcher`, or interactions /
+    ``source`` is a :class:`~streamtape.match.matcher.Matcher`, or interactions /
     cassettes / paths from which one is built with ``ignore_fields``,
     ``match_headers`` and ``strict``. ``profile`` is a profile text or a
     :class:`~streamtape.profiles.Profile`. ``log`` receives one line per request.
@@ -724,7 +725,7 @@ def _collect(source: ReplaySource) -> tuple[Sequence[Interaction], list[str | No
     """Interactions (and the cassette each came from) from a cassette, paths, or interactions.
 
     Cassette files alone are not read here: they come back as a
-    :class:`~streamtape.match_index.CassetteChain` that reads each interaction
+    :class:`~streamtape.match.indexed.CassetteChain` that reads each interaction
     when it is asked for.
     """
     if isinstance(source, Cassette):

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cassette import SUFFIX
+from ..cassette.records import SUFFIX
 from ..errors import CassetteError
 
 __all__ = ["CassetteFiles", "Skipped", "cassette_files"]

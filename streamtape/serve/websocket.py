@@ -3,7 +3,7 @@
 The replay server reads the upgrade request like any other, matches it
 against the cassette like any other, and when the recording it matched is a
 session (:attr:`~streamtape.cassette.Interaction.websocket`) hands the
-connection here. The session's :class:`~streamtape.profiles.messages.SessionSchedule`
+connection here. The session's :class:`~streamtape.profiles.websocket.SessionSchedule`
 says what the server does and when; this module only does it, on the socket
 the request came in on (no second server stack):
 
@@ -49,11 +49,11 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from ..cassette import Interaction
+from ..cassette.model import Interaction
 from ..clock import Timer, call_at_ns, now_ns, sleep_until
-from ..profiles.messages import SessionSchedule, SessionStep, SessionStepKind
+from ..match.websocket import MessageComparer, fit_reason
+from ..profiles.websocket import SessionSchedule, SessionStep, SessionStepKind
 from ..wire import end_to_end
-from .client_messages import MessageComparer, fit_reason
 from .guard import drain_within, stalled_note
 from .request import CLIENT_TIMEOUT_S, BadRequest, HTTPRequest
 

@@ -4,7 +4,7 @@
 client gets, exactly as without shadows) and, for the same client call, B's
 answer to the same request, each with its own timing, into one cassette;
 ``streamtape diff session.tape`` then compares them pair by pair
-(:mod:`streamtape.diff.session`).
+(:mod:`streamtape.diff.shadow`).
 
 - :mod:`.targets`: the shadows of a run, their names and rewrites, from the
   command line options (:func:`build_plan`); pure.

@@ -28,9 +28,9 @@ import json
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..cassette import Headers, Request, header_value
-from ..redaction import DEFAULT_REDACT_QUERY, REDACTED
-from ..wire import HOP_BY_HOP
+from ..capture.redaction import DEFAULT_REDACT_QUERY
+from ..cassette.model import REDACTED, Headers, Request
+from ..wire import HOP_BY_HOP, header_value
 from .chat_mapping import JsonObject, Unmappable, translate
 from .targets import ShadowTarget
 

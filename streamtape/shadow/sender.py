@@ -6,7 +6,7 @@ which only queues work (:meth:`ShadowSender.request`, :meth:`keep`,
 sender's own event loop in its own thread: rewriting the request, sending it
 with httpx (one ``AsyncClient`` per shadow), timestamping each body piece
 with ``perf_counter_ns`` as it is read, and feeding a
-:class:`~streamtape.record.Recorder` whose records go to the same
+:class:`~streamtape.capture.recorder.Recorder` whose records go to the same
 :class:`~streamtape.cassette.BackgroundWriter` as the primary's.
 
 Why a thread of its own and not tasks on the proxy's loop: a shadow's work
@@ -48,9 +48,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..cassette import Interaction, Outcome, Record, Request
-from ..record import Recorder, Sink
-from ..redaction import Redaction
+from ..capture.recorder import Recorder, Sink
+from ..capture.redaction import Redaction
+from ..cassette.model import Interaction, Outcome, Request
+from ..cassette.records import Record
 from .chat_mapping import Unmappable
 from .labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, NotSent, Role
 from .rewrite import ShadowRequest, shadow_request, stored_request

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..cassette import Interaction
+from ..cassette.model import Interaction
 from ..errors import ShapeError
 from . import (
     anthropic,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..cassette import Interaction
+from ..cassette.model import Interaction
 
 try:  # mitmproxy depends on brotli
     import brotli

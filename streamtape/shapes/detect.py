@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any, get_args
 
-from ..cassette import Interaction
+from ..cassette.model import Interaction
 from .body import decoded_body
 from .model import ShapeName, Wire
 from .ndjson import NDJSONParser

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..cassette import Direction, Interaction, Message, WebSocketSession
+from ..cassette.model import Direction, Interaction, Message, WebSocketSession
 
 TEXT_DELTAS = frozenset(
     {

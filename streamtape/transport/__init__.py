@@ -23,7 +23,7 @@ Clients with no way to pass a transport or session (text-generation's
 ``Client`` calls ``requests.post``; aiohttp-based clients) are pointed at the
 replay server (:mod:`streamtape.serve`) instead.
 
-Every request is matched against the cassette (:class:`streamtape.match.Matcher`,
+Every request is matched against the cassette (:class:`streamtape.match.matcher.Matcher`,
 the same rules as the replay server), its interaction is turned into a
 schedule by the profile (:meth:`streamtape.profiles.Profile.schedule`), and a
 thin driver plays the schedule:

@@ -21,9 +21,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, TypedDict, Unpack
 
-from ..cassette import Cassette, Interaction, load, load_many
+from ..cassette.model import Interaction
+from ..cassette.reader import Cassette, load, load_many
 from ..errors import NoMatchError, OptionError, ProfileError, SessionError
-from ..match import Matcher
+from ..match.matcher import Matcher
 from ..profiles import Profile, Schedule, Step, StepKind, Steps, parse_profile
 from ..wire import PROFILE_HEADER, ErrorType, Framing, error_body, header_value, reason_phrase
 

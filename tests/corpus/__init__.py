@@ -6,7 +6,9 @@ import ast
 import re
 from pathlib import Path
 
-from streamtape.cassette import Framing, Interaction, Piece, Request, Response
+from streamtape.cassette.model import Interaction, Request, Response
+from streamtape.cassette.pieces import Piece
+from streamtape.wire import Framing
 
 HERE = Path(__file__).parent
 

@@ -6,7 +6,7 @@ replay server (or, recording, the in-process recorder) of its own, on a free
 port of its own process, so pytest-xdist workers never share one.
 
 Every replay driver of a test (server, transports, adapter) shares one
-:class:`~streamtape.match.Matcher`: the test talks to one backend, so the
+:class:`~streamtape.match.matcher.Matcher`: the test talks to one backend, so the
 repeat order of identical requests, ``.requests`` and ``.assert_all_played()``
 cover all of them together.
 """
@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
-from ..cassette import Cassette, Interaction, load, load_many
+from ..cassette.model import Interaction
+from ..cassette.reader import Cassette, load, load_many
 from ..errors import CassetteError, StreamtapeError
-from ..match import Matcher
+from ..match.matcher import Matcher
 from .recorder import (
     AsyncForwardingTransport,
     ForwardingTransport,

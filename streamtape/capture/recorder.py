@@ -30,7 +30,7 @@ batch goes out once its oldest piece is ``flush_ns`` old and it holds
 record overhead, and 20-byte pieces must stay under 1.5x their size on disk.
 
 The request is redacted, and its body searched for credentials
-(:mod:`streamtape.credentials`), when its ``begin`` record is built, not in
+(:mod:`streamtape.capture.credentials`), when its ``begin`` record is built, not in
 ``begin``: the proxy holds the request until ``begin`` returns, and nothing
 slow belongs on that path. Each body field that looks like a credential is
 reported once per recorder through ``on_credential``.
@@ -43,25 +43,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
-from .cassette import (
-    UPSTREAM_ERROR,
-    Framing,
+from ..cassette.model import (
+    REDACTED,
     Headers,
     Interaction,
     Message,
     Outcome,
-    Piece,
-    Record,
     Request,
     Response,
     Setup,
-    begin_record,
-    data_record,
-    header_value,
 )
+from ..cassette.pieces import Piece
+from ..cassette.records import Record, begin_record, data_record
+from ..errors import OptionError
+from ..wire import Framing, header_value
 from .credentials import Credential, find_credentials
-from .errors import OptionError
-from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, REDACTED, Redaction
+from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, Redaction
 
 Item = TypeVar("Item", Piece, Message)
 
@@ -192,7 +189,7 @@ Sink = Callable[[list[Record]], None]
 class Begun:
     """A flow's request as the recorder holds it before a response: what another
     recorder needs to take the flow on (:meth:`Recorder.detach`; a WebSocket
-    session, :mod:`streamtape.record_ws`). The request is not redacted yet."""
+    session, :mod:`streamtape.capture.websocket`). The request is not redacted yet."""
 
     request: Request
     t0_ns: int
@@ -360,14 +357,13 @@ class Recorder:
         return out
 
 
-# Redaction lives in streamtape.redaction (the replay side uses it too); its
+# Redaction lives in streamtape.capture.redaction (the replay side uses it too); its
 # names stay importable from here.
 __all__ = [
     "DEFAULT_REDACT_HEADERS",
     "DEFAULT_REDACT_QUERY",
     "REDACTED",
     "STREAMING_CONTENT_TYPES",
-    "UPSTREAM_ERROR",
     "Begun",
     "Recorder",
     "Redaction",

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import CassetteError
+from ..errors import CassetteError
 
 __all__ = ["CassetteLock", "cassette_lock", "hold", "lock_path"]
 

@@ -3,7 +3,7 @@
 A session replays only while the client says what the recorded client
 said: the server's answers were recorded for those questions. Each arriving
 client message is compared with the recorded message of the same number,
-the way :mod:`streamtape.match` compares request bodies:
+the way :mod:`streamtape.match.matcher` compares request bodies:
 
 - text and binary must agree (the opcode is part of the message);
 - JSON text (an object or an array) is compared as data: key order and
@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..cassette import Message
-from ..match import NOT_JSON, JsonComparison, byte_difference, parse_json, shorten
+from ..cassette.model import Message
+from .matcher import NOT_JSON, JsonComparison, byte_difference, parse_json, shorten
 
 __all__ = ["DEFAULT_IGNORED_FIELDS", "MAX_REASON", "MessageComparer", "event_type", "fit_reason"]
 

@@ -61,7 +61,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..cassette import Direction, Interaction, Message
+from ..cassette.model import Direction, Interaction, Message
 from ..errors import ProfileError
 from .model import ChunkKind, FaultKind, Item, LatencyKind
 from .schedule import Profile

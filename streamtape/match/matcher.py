@@ -39,9 +39,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from .cassette import Interaction
-from .errors import NoMatchError
-from .redaction import DEFAULT_REDACT_HEADERS, REDACTED
+from ..capture.redaction import DEFAULT_REDACT_HEADERS
+from ..cassette.digest import has_redacted
+from ..cassette.model import REDACTED, Interaction
+from ..errors import NoMatchError
 
 __all__ = [
     "NOT_JSON",
@@ -50,7 +51,6 @@ __all__ = [
     "Matcher",
     "RequestKey",
     "byte_difference",
-    "has_redacted",
     "parse_json",
     "shorten",
 ]
@@ -168,7 +168,7 @@ class JsonComparison:
     A plain ignored name (``user``) is ignored at any depth, a dotted one
     (``metadata.user_id``) is a path from the top with list indexes left out.
     Request bodies (:class:`Matcher`) and a replayed WebSocket client's messages
-    (:mod:`streamtape.serve.client_messages`) both compare through this, so an
+    (:mod:`streamtape.match.websocket`) both compare through this, so an
     ``--ignore-field`` means the same for both.
     """
 
@@ -325,18 +325,6 @@ class _Compare:
         return [(10, f"body {byte_difference(rec.body, got.body, 20)}")]
 
 
-def has_redacted(node: Any) -> bool:
-    """Whether JSON data holds a ``"REDACTED"`` value anywhere (such a recording matches
-    more than the bodies equal to it, so it cannot be found by equality alone)."""
-    if isinstance(node, str):
-        return node == REDACTED
-    if isinstance(node, dict):
-        return any(has_redacted(v) for v in node.values())
-    if isinstance(node, list):
-        return any(has_redacted(v) for v in node)
-    return False
-
-
 class RequestJournal(Protocol):
     """Where a :class:`Matcher` keeps the requests it saw: a bounded deque by default;
     ``serve --workers`` gives every worker's matcher one journal shared between
@@ -465,7 +453,7 @@ class Matcher:
 
     def _candidates(self, key: RequestKey) -> list[int]:
         """The recordings that answer ``key``, in cassette order (a subclass may find
-        them another way: :class:`streamtape.match_index.IndexedMatcher`)."""
+        them another way: :class:`streamtape.match.indexed.IndexedMatcher`)."""
         got = self._cmp.strip(key.json) if key.json is not NOT_JSON else NOT_JSON
         candidates = []
         for i, rk in enumerate(self._keys):

@@ -57,7 +57,7 @@ from typing import Any, BinaryIO
 
 import msgpack
 
-from .errors import CassetteError
+from ..errors import CassetteError
 
 __all__ = [
     "INDEX",
@@ -97,7 +97,7 @@ class Kind(IntEnum):
 _KIND_BYTES = bytes(Kind)
 
 DIGEST_VERSION = 1
-"""The version of :func:`streamtape.match_index.request_digest` an index's digests were
+"""The version of :func:`streamtape.cassette.digest.request_digest` an index's digests were
 made with; digests of another version are ignored (a reader recomputes them)."""
 
 
@@ -109,7 +109,7 @@ class RecordTable:
     ``starts[i + 1]`` of ``offsets`` / ``lengths`` / ``kinds``: its begin first,
     then its data and message records in file order, then its end if written.
     ``digests[i]``, when the writer left them, is a digest of interaction ``i``'s
-    request as matching sees it (:mod:`streamtape.match_index`), so a replay
+    request as matching sees it (:mod:`streamtape.match.indexed`), so a replay
     server can find candidates without reading every request.
     """
 

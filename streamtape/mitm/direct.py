@@ -56,10 +56,10 @@ from mitmproxy.connection import Client, Server
 from mitmproxy.proxy import layer, layers
 from mitmproxy.proxy.mode_specs import RegularMode
 
-from .match import Matcher
-from .serve import ReplayServer
-from .serve.request import HTTPRequest, peek_request
-from .wire import HOP_BY_HOP, header_value
+from ..match.matcher import Matcher
+from ..serve import ReplayServer
+from ..serve.request import HTTPRequest, peek_request
+from ..wire import HOP_BY_HOP, header_value
 
 __all__ = ["DirectRoutes", "Origin", "pass_on", "take_socket", "tls_context"]
 

@@ -15,7 +15,7 @@ server writes on time leaves the proxy as it arrives: the same pieces, the
 same timing, the same profiles, plus the proxy's own time.
 
 That is the slow path. A connection whose first request a recording answers
-takes the fast one (:mod:`streamtape.mitm_direct`): mitmproxy relays its bytes
+takes the fast one (:mod:`streamtape.mitm.direct`): mitmproxy relays its bytes
 to the replay server below its HTTP layer, and the replay server reads the
 requests itself, so a piece costs mitmproxy a read and a write instead of a
 trip through its HTTP layer.
@@ -43,17 +43,17 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import layer, server_hooks
 
-from .cassette import load_many
-from .errors import NoMatchError, OptionError, StreamtapeError
-from .fmt import warning_lines
-from .match import Matcher
-from .match_index import CassetteChain, interactions_of, matcher_for
-from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
-from .mitm_direct import DirectRoutes, pass_on, recorded_hosts
-from .profiles import Profile, parse_profile
-from .serve import ReplayServer
-from .serve.request import HTTPRequest
-from .wire import error_body
+from ..cassette.reader import load_many
+from ..errors import NoMatchError, OptionError, StreamtapeError
+from ..fmt import warning_lines
+from ..match.indexed import CassetteChain, interactions_of, matcher_for
+from ..match.matcher import Matcher
+from ..profiles import Profile, parse_profile
+from ..serve import ReplayServer
+from ..serve.request import HTTPRequest
+from ..wire import error_body
+from .direct import DirectRoutes, pass_on, recorded_hosts
+from .options import FailLoudly, OptStr, parse_bool, split_values
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class ReplayAddon(FailLoudly):
         else:
             log.info(f"streamtape: {line}")
 
-    # -- connections: the fast path (streamtape.mitm_direct) ----------------------
+    # -- connections: the fast path (streamtape.mitm.direct) ----------------------
 
     def next_layer(self, nextlayer: layer.NextLayer) -> None:
         if self.server is not None and self.matcher is not None and self.failed is None:

@@ -2,7 +2,7 @@
 
 Both sides of streamtape use this vocabulary: the recorder replaces a secret
 with :data:`REDACTED` before it reaches a cassette, and the matcher treats a
-recorded ``REDACTED`` as matching anything (see :mod:`streamtape.match`).
+recorded ``REDACTED`` as matching anything (see :mod:`streamtape.match.matcher`).
 Pure code; it depends only on the cassette's values.
 """
 
@@ -14,12 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .cassette import Headers, Request, header_value
+from ..cassette.model import REDACTED, Headers, Request
+from ..wire import header_value
 
 __all__ = ["DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "Redaction"]
 
-REDACTED = "REDACTED"
-"""The placeholder that replaces a secret before it reaches a cassette."""
 
 DEFAULT_REDACT_HEADERS = (
     "authorization",

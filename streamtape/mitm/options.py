@@ -23,7 +23,7 @@ from typing import Optional, cast
 
 from mitmproxy import ctx
 
-from .errors import OptionError
+from ..errors import OptionError
 
 log = logging.getLogger("streamtape")
 

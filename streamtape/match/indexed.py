@@ -1,6 +1,6 @@
 """Matching against cassettes too large to hold: request digests and :class:`IndexedMatcher`.
 
-A :class:`~streamtape.match.Matcher` builds a key for every recorded request
+A :class:`~streamtape.match.matcher.Matcher` builds a key for every recorded request
 (its JSON body parsed) and compares a request with each in turn. A day of
 recorded traffic holds tens of thousands of interactions: building their keys
 takes seconds and hundreds of megabytes before a replay server can answer,
@@ -26,19 +26,17 @@ reading its requests; without them (a cassette with no index, or
 
 from __future__ import annotations
 
-import json
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from hashlib import blake2b
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any, overload
-from urllib.parse import parse_qsl, urlsplit
 
-from .cassette import Cassette, Interaction, Request
-from .match import Closest, Matcher, RequestKey, has_redacted
-from .redaction import REDACTED
+from ..cassette.digest import WILDCARD, digest_parts, request_digest
+from ..cassette.model import Interaction, Request
+from ..cassette.reader import Cassette
+from .matcher import Closest, Matcher, RequestKey
 
 __all__ = [
     "INDEXED_MATCH_MIN",
@@ -51,94 +49,12 @@ __all__ = [
     "request_digest",
 ]
 
-WILDCARD = 0
-"""The digest of a recorded request that must always be checked (it holds ``"REDACTED"``)."""
-
 INDEXED_MATCH_MIN = 5_000
 """From this many interactions on, a replay server of cassette files matches through
 digests (:class:`IndexedMatcher`) instead of holding every interaction."""
 
-REDACTED_BYTES = REDACTED.encode()
 _KEY_CACHE = 4096  # recorded requests kept parsed (candidates are re-checked often)
 _IX_CACHE = 512  # interactions kept built (a server's schedules are keyed on them)
-
-
-def _number(text: str) -> float | int:
-    """A JSON number as matching compares it: an integral float is that integer."""
-    f = float(text)
-    return int(f) if f.is_integer() else f
-
-
-def request_digest(
-    method: str,
-    url: str,
-    body: bytes,
-    *,
-    recorded: bool = True,
-    strip: Callable[[Any], Any] | None = None,
-) -> int:
-    """A 64-bit digest of a request as matching sees it.
-
-    This is digest version :data:`~streamtape.cassette_index.DIGEST_VERSION` (1):
-    change what goes into it and that version must change too, or readers would
-    trust digests stored by another streamtape.
-
-    ``recorded``: a recorded request holding ``"REDACTED"`` in its query or
-    JSON body gets :data:`WILDCARD` (it may match requests of any digest).
-    ``strip`` removes ignored fields from a parsed JSON body.
-    """
-    parts = urlsplit(url)
-    query = tuple(parse_qsl(parts.query, keep_blank_values=True))
-    return digest_parts(method, parts.path or "/", query, body, recorded=recorded, strip=strip)
-
-
-def digest_parts(
-    method: str,
-    path: str,
-    query: Sequence[tuple[str, str]],
-    body: bytes,
-    *,
-    recorded: bool = True,
-    strip: Callable[[Any], Any] | None = None,
-) -> int:
-    """:func:`request_digest` of a request already split (a :class:`RequestKey`'s parts)."""
-    pairs = sorted(query)
-    if recorded and any(v == REDACTED for _, v in pairs):
-        return WILDCARD
-    h = blake2b(digest_size=8)
-    h.update(f"{method.upper()}\n{path}\n{json.dumps(pairs)}\n".encode())
-    data: Any = None
-    is_json = False
-    if body and body.lstrip()[:1] in (b"{", b"["):
-        try:
-            data = json.loads(body, parse_float=_number)
-            is_json = True
-        except ValueError:
-            pass
-    if is_json:
-        # The walk only when the bytes could hold the placeholder: literally, escaped
-        # (\u), or in a UTF-16/32 body (NUL bytes). A writer digests every request.
-        if recorded and (REDACTED_BYTES in body or b"\\u" in body or b"\x00" in body) and has_redacted(data):
-            return WILDCARD
-        if strip is not None:
-            data = strip(data)
-        h.update(b"J")
-        h.update(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
-    else:
-        h.update(b"R")
-        h.update(body)
-    return int.from_bytes(h.digest(), "little") or 1
-
-
-def digest_of_begin(rec: dict[str, Any]) -> int | None:
-    """The digest of a begin record's request, as a writer stores it (None: not a request)."""
-    req = rec.get("request")
-    if not isinstance(req, dict):
-        return None
-    method, url, body = req.get("method"), req.get("url"), req.get("body")
-    if not (isinstance(method, str) and isinstance(url, str) and isinstance(body, bytes)):
-        return None
-    return request_digest(method, url, body)
 
 
 # --------------------------------------------------------------------------
@@ -228,7 +144,7 @@ class CassetteChain(Sequence[Interaction]):
 
 
 class IndexedMatcher(Matcher):
-    """A :class:`~streamtape.match.Matcher` over interactions read on demand (a
+    """A :class:`~streamtape.match.matcher.Matcher` over interactions read on demand (a
     :class:`CassetteChain`), finding candidates through request digests.
 
     It answers exactly as a Matcher holding every interaction would (the same

@@ -1,4 +1,4 @@
-"""WebSocket sessions in the mitmproxy recording addon: the hooks, delegated from :class:`~streamtape.mitm.RecordAddon`.
+"""WebSocket sessions in the mitmproxy recording addon: the hooks, delegated from :class:`~streamtape.mitm.record.RecordAddon`.
 
 mitmproxy carries a WebSocket connection as an HTTP flow: the upgrade request
 and the ``101`` response pass the usual hooks (``request``,
@@ -6,10 +6,10 @@ and the ``101`` response pass the usual hooks (``request``,
 ``websocket_message`` per message (``flow.websocket.messages[-1]``) and
 ``websocket_end`` (``flow.websocket.close_code``, ``close_reason``,
 ``closed_by_client``). This module turns those into one session interaction
-through :class:`streamtape.record_ws.SessionRecorder`:
+through :class:`streamtape.capture.websocket.SessionRecorder`:
 
 - ``responseheaders`` with a ``101`` to WebSocket: the flow leaves the HTTP
-  recorder (:meth:`~streamtape.record.Recorder.detach`, after its t = 0 has
+  recorder (:meth:`~streamtape.capture.recorder.Recorder.detach`, after its t = 0 has
   moved past the connection's setup) and waits, with the head's arrival time.
 - ``response``: mitmproxy sets ``flow.websocket`` just before this hook when it
   will relay the session (the ``websocket`` option, a valid handshake); the
@@ -39,17 +39,18 @@ from typing import TYPE_CHECKING, Protocol
 from mitmproxy import http
 from mitmproxy.websocket import WebSocketMessage
 
-from .cassette import Interaction, Record
-from .credentials import Credential
-from .record import Begun, Recorder
-from .record_ws import SessionRecorder
+from ..capture.credentials import Credential
+from ..capture.recorder import Begun, Recorder
+from ..capture.websocket import SessionRecorder
+from ..cassette.model import Interaction
+from ..cassette.records import Record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mitmproxy import flowfilter
 
-    from .redaction import Redaction
+    from ..capture.redaction import Redaction
 
 def is_upgrade_request(request: http.Request) -> bool:
     """The request asks to switch to WebSocket (``Upgrade: websocket``)."""

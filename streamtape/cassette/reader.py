@@ -3,11 +3,11 @@ interaction only when it is asked for.
 
 Loading used to decode every record and build every piece before anything was
 shown: a 243 MiB cassette took 16 s and 1.3 GiB. Now :func:`load` finds where
-each interaction's records are (:mod:`streamtape.cassette_index`: the index
+each interaction's records are (:mod:`streamtape.cassette.index`: the index
 record a writer left at the end, or one pass with ``skip()``) and keeps only
 that table. ``cas[i]`` reads interaction ``i``'s begin and end records; its
 body pieces (:class:`FilePieces`) are read when first used, kept compact
-(:class:`~streamtape.pieces.Pieces`), and held in a small per-file cache
+(:class:`~streamtape.cassette.pieces.Pieces`), and held in a small per-file cache
 (:data:`PIECE_CACHE_BYTES`), so a replay server holds the heads it matches on
 and the bodies it is playing, not the whole file.
 
@@ -17,7 +17,7 @@ begin once and end once, nothing after an end). A record's fields are checked
 when it is read: ``cas[i]`` checks interaction ``i``'s begin and end records,
 its pieces are checked when first used; a corrupt one raises
 :class:`~streamtape.errors.CassetteError` then, naming the file and the byte. Nothing a file says can make the reader
-allocate more than the bytes actually present (see :mod:`streamtape.cassette_index`).
+allocate more than the bytes actually present (see :mod:`streamtape.cassette.index`).
 
 A loaded cassette reads its file again later, so the file must not change
 under it except by growing (a recorder appending is fine). A file replaced or
@@ -37,13 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from .cassette import (
-    FORMAT_NAME,
-    NEWEST_VERSION,
-    OUTCOMES,
-    SUFFIX,
+from ..errors import CassetteError
+from ..wire import Framing
+from .index import Kind, Layout, RecordTable, decode_record, scan
+from .model import (
     Direction,
-    Framing,
     Interaction,
     Message,
     Outcome,
@@ -51,11 +49,9 @@ from .cassette import (
     Response,
     Setup,
     WebSocketSession,
-    decode_messages,
 )
-from .cassette_index import Kind, Layout, RecordTable, decode_record, scan
-from .errors import CassetteError
 from .pieces import Piece, Pieces, PieceSequence
+from .records import FORMAT_NAME, NEWEST_VERSION, SUFFIX, decode_messages
 
 __all__ = ["Cassette", "CassetteFile", "FilePieces", "load", "load_many", "open_layout", "read_records"]
 
@@ -75,7 +71,7 @@ INTERRUPTED_ERROR = "the recording stopped before this response ended"
 
 _T = TypeVar("_T")
 _FRAMINGS: dict[str, Framing] = {f.value: f for f in Framing}
-_OUTCOMES: dict[str, Outcome] = {o.value: o for o in OUTCOMES}
+_OUTCOMES: dict[str, Outcome] = {o.value: o for o in Outcome}
 _DIRECTIONS: dict[str, Direction] = {d.value: d for d in Direction}
 
 

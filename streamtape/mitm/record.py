@@ -1,4 +1,4 @@
-"""The mitmproxy recording addon: a thin driver around :class:`streamtape.record.Recorder`.
+"""The mitmproxy recording addon: a thin driver around :class:`streamtape.capture.recorder.Recorder`.
 
 Used from ``mitmdump -s addons/record.py`` and by ``streamtape record``. Every
 body piece passes through unchanged; the recording callable only timestamps
@@ -17,7 +17,7 @@ Options (``--set name=value``):
 ``streamtape_label``          KEY=VALUE labels stored with every interaction (repeatable)
 
 Booleans take true/false, yes/no, on/off or 1/0; ``--set name`` alone means
-true (the rule both addons share, :func:`streamtape.mitm_addon.parse_bool`).
+true (the rule both addons share, :func:`streamtape.mitm.options.parse_bool`).
 
 Time. The offsets count from the moment the request was handed to the
 upstream (:mod:`streamtape.cassette`). mitmproxy has no hook at that moment,
@@ -29,7 +29,7 @@ second, with the connection's setup steps (TCP from mitmproxy's own
 the TLS handshake from the hooks' clock readings). The flow learns its
 connection (``flow.server_conn``) only once it has one, so the two meet in
 ``responseheaders`` (or, for a flow that failed without a response, at its
-end): :meth:`streamtape.record.Recorder.sent`. Through an upstream proxy
+end): :meth:`streamtape.capture.recorder.Recorder.sent`. Through an upstream proxy
 (``--mode upstream:...``) to an https origin, the connection to the proxy has
 the ``server_connected`` hook and the origin's TLS runs inside it after the
 CONNECT: the marks are TCP to the proxy, the CONNECT, and TLS. Not measured: a
@@ -50,33 +50,31 @@ import asyncio
 import collections
 import contextlib
 import logging
-import signal
-import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mitmproxy import connection, ctx, flowfilter, http, tls
 from mitmproxy.addonmanager import Loader
-from mitmproxy.options import Options
 from mitmproxy.proxy import server_hooks
 from mitmproxy.proxy.tunnel import TunnelLayer
-from mitmproxy.tools.dump import DumpMaster
 
-from .cassette import BackgroundWriter, Interaction, Outcome, Record, Request
-from .credentials import Credential
-from .errors import CassetteError, OptionError, StreamtapeError
-from .fmt import summary_line
-from .mitm_addon import FailLoudly, OptStr, parse_bool, split_values
-from .mitm_faults import pass_reset_on, upstream_reset
-from .mitm_ws import WebSocketRecording, is_upgrade_request
-from .record import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
-from .wire import UPSTREAM_RESET
+from ..capture.credentials import Credential
+from ..capture.recorder import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
+from ..cassette.model import Interaction, Outcome, Request
+from ..cassette.records import Record
+from ..cassette.writer import BackgroundWriter
+from ..errors import CassetteError, OptionError, StreamtapeError
+from ..fmt import summary_line
+from ..wire import UPSTREAM_RESET
+from .faults import pass_reset_on, upstream_reset
+from .options import FailLoudly, OptStr, parse_bool, split_values
+from .websocket import WebSocketRecording, is_upgrade_request
 
 if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
-    from .shadow.sender import ShadowSender
+    from ..shadow.sender import ShadowSender
 
 log = logging.getLogger("streamtape")
 
@@ -544,7 +542,7 @@ class RecordAddon(FailLoudly):
             self.on_finished(ix)
         self._report_when_saved(ix)
 
-    # -- WebSocket sessions (streamtape.mitm_ws) ------------------------------
+    # -- WebSocket sessions (streamtape.mitm.websocket) ------------------------------
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         self.websockets.websocket_message(flow)
@@ -578,100 +576,3 @@ class RecordAddon(FailLoudly):
             self._hand_off()
             self.writer.close()
             self.writer = None
-
-
-# -- running mitmproxy in-process ---------------------------------------------
-
-
-async def run_proxy(
-    mode: str,
-    listen_host: str,
-    listen_port: int,
-    addons: Sequence[object],
-    on_running: Callable[[list[tuple[str, int]]], None] | None = None,
-    options: Mapping[str, object] | None = None,
-) -> None:
-    """Run mitmproxy in this process until SIGINT/SIGTERM (or ``master.shutdown()``).
-
-    ``mode`` is a mitmproxy mode spec (``reverse:http://host:port`` or ``regular``).
-    ``on_running`` gets the bound addresses (each once) after every addon's
-    ``running`` hook: the proxy listens and the addons are ready for requests.
-    Raises :class:`OptionError` when the address cannot be bound.
-    """
-    opts = Options(listen_host=listen_host, listen_port=listen_port, mode=[mode])
-    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
-    # mitmproxy's errorcheck prints its own "Error logged during startup" line
-    # and exits; startup errors are collected below and said once, our way.
-    if (ec := master.addons.get("errorcheck")) is not None:
-        master.addons.remove(ec)
-        ec.finish()  # and its log handler
-    # Lazy: connect upstream only when a request needs it, so a refused
-    # upstream gives the client a 502 instead of no response at all.
-    master.options.update(connection_strategy="lazy")
-    for a in addons:
-        master.addons.add(a)
-    if options:
-        master.options.update(**options)
-    bind_error: list[str] = []
-
-    class _Running:
-        def running(self) -> None:
-            ps = master.addons.get("proxyserver")
-            # One address per port: reverse mode to an https:// upstream listens on
-            # TCP and UDP (HTTP/3) at the same address, and lists it twice.
-            addrs = list(dict.fromkeys((a[0], a[1]) for a in ps.listen_addrs()))
-            if not addrs:
-                bind_error.append(f"cannot listen on {listen_host}:{listen_port}")
-                master.shutdown()
-                return
-            if on_running:
-                on_running(addrs)
-
-    master.addons.add(_Running())
-    loop = asyncio.get_running_loop()
-    # Signals reach only the main thread: a proxy run on another thread (the
-    # pytest plugin's recorder) is stopped with ``master.shutdown()`` instead.
-    signals = (
-        (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
-    )
-    for sig in signals:
-        loop.add_signal_handler(sig, master.shutdown)
-    # Bind errors are logged by mitmproxy's proxyserver addon; catch them.
-    handler = _ErrorCollector()
-    logging.getLogger("mitmproxy").addHandler(handler)
-    try:
-        await master.run()
-    except SystemExit:
-        pass
-    finally:
-        logging.getLogger("mitmproxy").removeHandler(handler)
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-        await _close_connections(master)
-    if bind_error or (handler.errors and not master.addons.get("proxyserver").listen_addrs()):
-        detail = handler.errors[0] if handler.errors else bind_error[0]
-        raise OptionError(f"cannot start the proxy on {listen_host}:{listen_port}: {detail}")
-
-
-class _ErrorCollector(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.errors: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.errors.append(record.getMessage().splitlines()[0])
-
-
-async def _close_connections(master: DumpMaster) -> None:
-    """Stop listening and cancel open connections, so in-flight streams end quietly."""
-    ps = master.addons.get("proxyserver")
-    with contextlib.suppress(Exception):
-        await ps.servers.update([])
-    for handler in list(getattr(ps, "connections", {}).values()):
-        for conn in list(getattr(handler, "transports", {})):
-            with contextlib.suppress(Exception):
-                handler.close_connection(conn)
-    for _ in range(20):
-        if not getattr(ps, "connections", None):
-            break
-        await asyncio.sleep(0.01)

@@ -10,7 +10,7 @@ machine arrays (16 bytes a piece). A :class:`Piece` is made only when one is
 asked for, by indexing or iterating.
 
 :class:`PieceSequence` is what both :class:`Pieces` and a cassette's lazily
-read pieces (:class:`streamtape.cassette_reader.FilePieces`) are: a read-only
+read pieces (:class:`streamtape.cassette.reader.FilePieces`) are: a read-only
 ``Sequence[Piece]`` that also hands out the joined body without joining
 anything. Any of them equals any sequence holding the same pieces, a tuple of
 :class:`Piece` included, so ``Response.pieces`` may be either.

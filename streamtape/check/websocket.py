@@ -17,9 +17,9 @@ The findings a session can have, in the vocabulary of :mod:`streamtape.check`:
 
 from __future__ import annotations
 
-from .cassette import Interaction, Outcome
-from .check import Finding
-from .shapes.realtime import SessionAnalysis, analyze_session, error_message
+from ..cassette.model import Interaction, Outcome
+from ..shapes.realtime import SessionAnalysis, analyze_session, error_message
+from . import Finding
 
 
 def _short(text: str, n: int = 60) -> str:

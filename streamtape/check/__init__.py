@@ -12,8 +12,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from .cassette import Interaction, Outcome
-from .shapes import Analysis, ShapeName, analyze
+from ..cassette.model import Interaction, Outcome
+from ..shapes import Analysis, ShapeName, analyze
 
 # Shapes whose stream ends with a literal ``data: [DONE]``.
 DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
@@ -43,7 +43,7 @@ Code = Literal[
     "no-finish", "finish-length", "finish-content-filter", "error-event", "invalid-json",
     "control-token", "keepalive", "usage-missing", "cut-event", "tool-args-invalid",
     "refusal", "reasoning-inline",
-    # WebSocket sessions (streamtape.check_ws)
+    # WebSocket sessions (streamtape.check.websocket)
     "close-abnormal", "no-response-done",
 ]
 """A finding's code: stable, for scripts."""

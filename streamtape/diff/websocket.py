@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..cassette import Direction, Interaction
+from ..cassette.model import Direction, Interaction
 from ..shapes.realtime import SessionAnalysis, SessionEvent, analyze_session
 from ..stats import percentile
 from .cells import fmt_ratio, fmt_value

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..shapes.model import Analysis, Choice, Event, ToolCall
 from ..stats import Stats
-from .model import Analysis, Choice, Event, ToolCall
 
 
 def _q(s: str | None, limit: int = 120) -> str:

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import click
 
-from ..cassette import Interaction
+from ..cassette.model import Interaction
 from ..diff.gates import Gate
-from ..diff.sessions_ws import diff_sessions, render_sessions_text, sessions_json
+from ..diff.websocket import diff_sessions, render_sessions_text, sessions_json
 from ..errors import OptionError
 from ..fmt import ms
 from ..shapes.realtime import SessionAnalysis, SessionEvent, analyze_session

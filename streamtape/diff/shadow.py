@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..cassette import Interaction, Outcome
+from ..cassette.model import Interaction, Outcome
 from ..errors import OptionError
 from ..shadow.labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, Role
 from ..shapes import analyze

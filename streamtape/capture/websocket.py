@@ -1,9 +1,9 @@
 """The WebSocket session recorder: turns capture events into cassette records. No sockets, no files.
 
-The HTTP :class:`~streamtape.record.Recorder` takes a flow from its request
+The HTTP :class:`~streamtape.capture.recorder.Recorder` takes a flow from its request
 to its response head; when that head is a ``101 Switching Protocols`` to
 WebSocket, the capture front end hands the flow over (:meth:`Recorder.detach
-<streamtape.record.Recorder.detach>` gives its request, its t = 0 and its
+<streamtape.capture.recorder.Recorder.detach>` gives its request, its t = 0 and its
 setup) and this recorder takes it on, per session::
 
     open(key, begun, status, reason, http_version, headers, headers_at_ns)   the 101 head
@@ -28,12 +28,12 @@ openai-insecure-api-key.sk-...``, how browsers pass a key to the Realtime
 API). The JSON fields named with ``--redact-field`` are blanked in the text
 messages the client sends; server messages are kept as they came, as HTTP
 response bodies are. A client message is searched for credentials
-(:mod:`streamtape.credentials`) and each field that looks like one is
+(:mod:`streamtape.capture.credentials`) and each field that looks like one is
 reported once through ``on_credential``.
 
 The front end sees whole messages: mitmproxy reassembles fragmented
 messages and exposes neither their frames nor their pings (see
-:mod:`streamtape.mitm_ws`), so a message's ``fragments`` are what the front end
+:mod:`streamtape.mitm.websocket`), so a message's ``fragments`` are what the front end
 passes (nothing, from mitmproxy).
 """
 
@@ -42,9 +42,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from .cassette import (
+from ..cassette.model import (
+    REDACTED,
     Direction,
-    Framing,
     Headers,
     Interaction,
     Message,
@@ -52,13 +52,12 @@ from .cassette import (
     Request,
     Response,
     WebSocketSession,
-    begin_record,
-    end_record,
-    message_record,
 )
+from ..cassette.records import begin_record, end_record, message_record
+from ..wire import Framing
 from .credentials import Credential, find_credentials
-from .record import Batching, Begun, Sink, Unsent
-from .redaction import REDACTED, Redaction
+from .recorder import Batching, Begun, Sink, Unsent
+from .redaction import Redaction
 
 ABNORMAL_CLOSURE = 1006
 """The close code a WebSocket stack reports when the connection ended without a
