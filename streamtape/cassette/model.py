@@ -135,6 +135,34 @@ class WebSocketSession:
 
 @dataclass(frozen=True)
 class Request:
+    """A recorded request, as the client sent it (after redaction).
+
+    ``method`` is the HTTP method (``"POST"``); ``url`` the absolute URL,
+    scheme and host included (``"https://api.openai.com/v1/chat/completions"``);
+    ``http_version`` the version of the client's request line (``"HTTP/2.0"``
+    for an HTTP/2 client). ``headers`` are the client's headers as
+    ``(name, value)`` pairs in the order sent, names as sent and repeated
+    names kept; secrets (``authorization``, ``x-api-key``, ...) hold
+    :data:`REDACTED`. ``body`` is the whole body as sent (bytes: JSON is
+    kept as the client's text, not re-encoded). Look up a header with
+    :meth:`header` (case-insensitive, the first value).
+
+    Time: ``started_at`` is the one wall-clock value of an interaction, in
+    seconds since the epoch, when the proxy began to receive the request (0.0
+    when unknown, as in a request built by hand). It only places the recording
+    in the day; every offset of the interaction is monotonic nanoseconds after
+    t = 0 (see :class:`Interaction`).
+
+    Replay matches a request against this one by method, path and query
+    (scheme, host and port ignored), the body (JSON as data), and headers
+    only when asked (:mod:`streamtape.match.matcher`). So a test builds just
+    what matching looks at::
+
+        Request("POST", "http://llm.test/v1/chat/completions",
+                headers=(("content-type", "application/json"),),
+                body=b'{"model": "m", "stream": true}')
+    """
+
     method: str
     url: str
     http_version: str = "HTTP/1.1"
@@ -229,6 +257,61 @@ class Response:
 
 @dataclass(frozen=True)
 class Interaction:
+    """One recorded exchange: the request, the response as it streamed, and how it ended.
+
+    ``request`` is the :class:`Request`. ``response`` is the :class:`Response`:
+    its head (status, reason, headers, ``framing``: how the body was
+    delimited on the wire) and its body ``pieces``, each
+    :class:`~streamtape.cassette.pieces.Piece` the bytes of one delivery (an
+    HTTP chunk, a socket read) exactly as the upstream sent them (chunk
+    boundaries, split UTF-8 characters and content encoding kept), at the
+    time it arrived.
+    ``response`` is None when no head arrived (the upstream refused the
+    connection or closed before answering). ``outcome`` says how it ended
+    (:class:`Outcome`: ``complete``, or the upstream closed early, the client
+    went away, the upstream failed, the recording stopped), with ``error``
+    saying what happened for anything but ``complete`` (mitmproxy's message,
+    or the reader's for ``interrupted``). ``labels`` are
+    ``KEY=VALUE`` tags stored with the recording (``record --label``, a
+    shadow pair, an importer's ``source``). ``setup`` is the upstream
+    connection's setup, ``websocket`` the messages of a WebSocket session.
+
+    Time base: t = 0 is the moment the request was handed to the upstream
+    (the proxy's own wait and the upstream connection's setup are kept out,
+    in ``setup``), and every offset is integer nanoseconds after it, read
+    from one monotonic clock: ``response.headers_at_ns`` (the head arrived),
+    each piece's ``at_ns``, each WebSocket message's ``at_ns`` and
+    ``end_ns`` (the interaction ended, or failed; None when unknown, then
+    :attr:`duration_ns` is the last piece's offset). ``request.started_at``
+    is the only wall-clock value. Replay keeps these offsets (or reshapes
+    them, per profile) from the moment the replayed request arrives.
+
+    Loaded cassettes give interactions (``streamtape.load(path)[0]``); a
+    test can build one by hand, with times in nanoseconds::
+
+        from streamtape import Interaction, Piece, ReplayTransport, Request, Response
+
+        MS = 1_000_000
+        ix = Interaction(
+            Request("POST", "http://llm.test/v1/chat/completions", body=b'{"stream": true}'),
+            Response(
+                200,
+                headers=(("content-type", "text/event-stream"),),
+                pieces=(
+                    Piece(40 * MS, b'data: {"choices": [{"delta": {"content": "Hi"}}]}\\n\\n'),
+                    Piece(55 * MS, b"data: [DONE]\\n\\n"),
+                ),
+                headers_at_ns=30 * MS,
+            ),
+            end_ns=56 * MS,
+        )
+        transport = ReplayTransport([ix], "instant")
+
+    ``framing`` defaults to chunked, ``outcome`` to ``complete``; give
+    ``outcome="upstream_closed"`` (with ``error``) for a stream the upstream
+    cut short. Values are frozen: derive variants with :func:`dataclasses.replace`.
+    """
+
     request: Request
     response: Response | None
     """None when no response head arrived (for example the upstream refused)."""
