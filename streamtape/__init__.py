@@ -5,12 +5,12 @@ The public surface: cassette values and files (:class:`Cassette`,
 :class:`Outcome`, :func:`load`, :func:`save`); replay profiles
 (:class:`Profile`, :func:`parse_profile`); replayers (:class:`ReplayTransport`,
 :class:`AsyncReplayTransport`, :class:`ReplayAdapter`, :class:`ReplayServer`);
-and every exception a public function raises (see :mod:`streamtape.errors`).
+and every exception a public function raises (:class:`StreamtapeError` and
+its subclasses, the tree drawn in :mod:`streamtape.errors`).
 :mod:`streamtape.shapes` (parsers, :func:`~streamtape.shapes.analyze`) is
-public too.
+public too. tests/unit/test_exports.py holds ``__all__`` to this.
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
 from ._version import __version__
@@ -18,6 +18,7 @@ from .cassette import Cassette, Interaction, Outcome, Piece, Request, Response, 
 from .errors import (
     CassetteError,
     GateError,
+    InteropError,
     NoMatchError,
     OptionError,
     ProfileError,
@@ -25,6 +26,7 @@ from .errors import (
     ShapeError,
     StreamtapeError,
     UpstreamError,
+    WorkerError,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ __all__ = [
     "CassetteError",
     "GateError",
     "Interaction",
+    "InteropError",
     "NoMatchError",
     "OptionError",
     "Outcome",
@@ -53,6 +56,7 @@ __all__ = [
     "ShapeError",
     "StreamtapeError",
     "UpstreamError",
+    "WorkerError",
     "__version__",
     "load",
     "parse_profile",
@@ -71,10 +75,22 @@ _LAZY = {
     "parse_profile": "profiles",
 }
 
+# The legacy names of this module (each warns, naming the new one; the
+# replacements are kept with the others, in streamtape.cassette).
+_DEPRECATED = ("Chunk",)
+
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    from .cassette import deprecated  # the old names (Chunk): each warns, naming the new one
+        import importlib
 
-    return deprecated(__name__, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _DEPRECATED:
+        from .cassette import deprecated
+
+        return deprecated(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,6 +14,9 @@ The tree::
     ├── WorkerError          a worker of ``serve --workers`` stopped on its own (``.index``)
     └── InteropError         a file to import is malformed, or an export cannot hold a recording
 
+Every class here is exported from :mod:`streamtape` (``streamtape.NoMatchError``);
+tests/unit/test_exports.py holds this tree to the classes and their bases.
+
 Library code raises them with a message that already names the file, option
 or request at fault, so an edge (the CLI, a mitmproxy addon) only has to show
 ``str(exc)`` as one line. What a failure means for a process (its exit status)
