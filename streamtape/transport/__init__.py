@@ -19,6 +19,12 @@ Plug a cassette straight into client code, no sockets::
     # huggingface_hub (0.x, requests): every session it makes gets the adapter
     huggingface_hub.configure_http_backend(backend_factory=lambda: session)
 
+The transports type-check where the clients expect theirs:
+``httpx.Client(transport=...)``, ``httpx.AsyncClient``, ``httpx2.Client`` and
+``httpx2.AsyncClient`` all accept a :class:`ReplayTransport` under ``mypy
+--strict`` (to a type checker it is each package's ``BaseTransport`` and
+``AsyncBaseTransport``; at runtime it is duck-typed and imports neither).
+
 Clients with no way to pass a transport or session (text-generation's
 ``Client`` calls ``requests.post``; aiohttp-based clients) are pointed at the
 replay server (:mod:`streamtape.serve`) instead.

@@ -9,6 +9,14 @@ face (awaited waits). httpx and httpx2 have one API but separate classes, so
 the package is picked per request from the request's class (or forced with
 ``package=``), and the response, its stream and the exceptions are that
 package's own. Neither package is imported until a request comes.
+
+Typing: httpx's and httpx2's clients take a transport annotated with their
+own ``BaseTransport`` / ``AsyncBaseTransport`` (nominal classes, so no
+Protocol matches them). To the type checker, :class:`ReplayTransport`
+therefore derives from all four (``_ClientTransport``, defined under
+``TYPE_CHECKING``) and overloads ``handle_request`` and
+``handle_async_request`` per package; at runtime it derives from none of
+them, which is what keeps both packages unimported until a request comes.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Literal, Unpack
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Self, Unpack, overload
 
 from ..clock import sleep_until, sleep_until_sync
 from ..errors import OptionError
@@ -45,6 +54,23 @@ if TYPE_CHECKING:
 
     HttpxRequest = httpx.Request | httpx2.Request
     HttpxResponse = httpx.Response | httpx2.Response
+
+    class _ClientTransport(  # type: ignore[misc]
+        httpx.BaseTransport,
+        httpx.AsyncBaseTransport,
+        httpx2.BaseTransport,
+        httpx2.AsyncBaseTransport,
+    ):
+        """What a type checker sees :class:`ReplayTransport` derive from: the four
+        transport bases its clients' ``transport=`` parameters are annotated with.
+
+        (The ignore: httpx's and httpx2's ``handle_request`` differ, each taking
+        its own ``Request``; ``ReplayTransport`` reconciles them with an overload
+        per package, which mypy checks against every base.)
+        """
+
+else:
+    _ClientTransport = object  # at runtime no base: httpx and httpx2 stay unimported
 
 __all__ = ["AsyncReplayTransport", "PackageName", "ReplayTransport"]
 
@@ -281,7 +307,7 @@ class _Opening:
         )
 
 
-class ReplayTransport(ReplayDriver):
+class ReplayTransport(ReplayDriver, _ClientTransport):
     """An httpx / httpx2 transport that answers from a cassette, for sync and
     async clients alike (``Client`` and ``AsyncClient``).
 
@@ -289,7 +315,21 @@ class ReplayTransport(ReplayDriver):
     ignore_fields=(), match_headers=(), strict=False, seed=None,
     no_match="404", package=None)``. ``package`` forces ``"httpx"`` or
     ``"httpx2"``; by default it follows the class of each request, so one
-    transport serves both kinds of client.
+    transport serves both kinds of client::
+
+        t = ReplayTransport("chat.tape", "instant")
+        httpx.Client(transport=t)              # ollama.Client(transport=t) too
+        httpx.AsyncClient(transport=t)
+        httpx2.Client(transport=t)             # openai.OpenAI(http_client=...)
+        httpx2.AsyncClient(transport=t)        # anthropic.AsyncAnthropic(http_client=...)
+
+    Each of these type-checks under ``mypy --strict``: to type checkers the
+    class is an ``httpx.BaseTransport``, an ``httpx.AsyncBaseTransport`` and
+    httpx2's two as well, and ``handle_request(request)`` returns the
+    ``Response`` of the request's own package. At runtime it is duck-typed,
+    as the clients only call its methods: ``isinstance(t, httpx.BaseTransport)``
+    is False, and importing it imports neither httpx nor httpx2.
+    ``AsyncReplayTransport`` is the same class.
     """
 
     def __init__(
@@ -317,6 +357,10 @@ class ReplayTransport(ReplayDriver):
         exc = pkg.head_error(failure, request)
         return _Opening(pkg, plan, request, t0, read_ns, t0 + failure.at_ns, exc)
 
+    @overload
+    def handle_request(self, request: httpx.Request) -> httpx.Response: ...
+    @overload
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response: ...
     def handle_request(self, request: HttpxRequest) -> HttpxResponse:
         t0 = time.perf_counter_ns()
         opening = self._open(request, request.read(), t0)
@@ -324,6 +368,10 @@ class ReplayTransport(ReplayDriver):
             sleep_until_sync(opening.head_due_ns)
         return opening.response(self.realtime)
 
+    @overload
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
+    @overload
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response: ...
     async def handle_async_request(self, request: HttpxRequest) -> HttpxResponse:
         t0 = time.perf_counter_ns()
         opening = self._open(request, await request.aread(), t0)
@@ -337,16 +385,26 @@ class ReplayTransport(ReplayDriver):
     async def aclose(self) -> None:
         pass
 
-    def __enter__(self) -> ReplayTransport:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
         self.close()
 
-    async def __aenter__(self) -> ReplayTransport:
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
         await self.aclose()
 
 
