@@ -24,7 +24,7 @@ import pytest
 import streamtape
 from streamtape import Interaction
 from streamtape.diff import Gate, GateError, diff_many
-from streamtape.diff.shadow import diff_session, pair_session
+from streamtape.diff.shadow import diff_shadow, pair_shadow
 from streamtape.diff.summary import short_reason, summarize
 from streamtape.diff.summary_gates import AgreeGate, DistributionGate, Stat, parse_fail_on
 from streamtape.errors import OptionError
@@ -342,14 +342,14 @@ def test_pairing_by_pair_id_lists_calls_with_one_side_and_leaves_them_out() -> N
         labelled("shadow", "r-3", "b"),  # its primary is not in the cassette
     ]
     labels = [f"s.tape#{i}" for i in range(len(items))]
-    p = pair_session(items, labels)
+    p = pair_shadow(items, labels)
     assert p.pairs == ((0, 1, "r-0"),)
     assert [(m.pair, m.side, m.reason) for m in p.missing] == [
         ("r-1", "B", "skipped: 16 requests already in flight to b"),
         ("r-2", "B", "no recording of b"),
         ("r-3", "A", "no recording of the primary"),
     ]
-    result, session = diff_session(items, labels, name="s.tape")
+    result, session = diff_shadow(items, labels, name="s.tape")
     s = summarize(result, session=session)
     assert s.agreement.compared == 1 and s.exit_status == 0
 
@@ -358,10 +358,10 @@ def test_a_session_with_several_shadows_needs_one_named() -> None:
     items = [labelled("primary", "r-0", "a"), labelled("shadow", "r-0", "b1"), labelled("shadow", "r-0", "b2", text="yo")]
     labels = ["x#0", "x#1", "x#2"]
     with pytest.raises(OptionError, match=r"2 shadows \(b1, b2\); choose one with --shadow NAME"):
-        pair_session(items, labels)
-    assert pair_session(items, labels, "b2").pairs == ((0, 2, "r-0"),)
+        pair_shadow(items, labels)
+    assert pair_shadow(items, labels, "b2").pairs == ((0, 2, "r-0"),)
     with pytest.raises(OptionError, match="no such shadow"):
-        pair_session(items, labels, "c")
+        pair_shadow(items, labels, "c")
 
 
 def test_two_cassettes_are_still_paired_by_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -391,10 +391,10 @@ def test_a_client_that_left_after_the_end_is_not_a_difference_between_backends()
         left_after, response=replace(whole.response, pieces=whole.pieces[:2]) if whole.response else None
     )
     shadow = labelled("shadow", "r-0", "b")
-    result, _ = diff_session([left_after, shadow], ["s#0", "s#1"], name="s")
+    result, _ = diff_shadow([left_after, shadow], ["s#0", "s#1"], name="s")
     (rep,) = result.reports
     assert rep.same and rep.a.label == "s#0 (client left after the end)"
-    result, _ = diff_session([cut, shadow], ["s#0", "s#1"], name="s")
+    result, _ = diff_shadow([cut, shadow], ["s#0", "s#1"], name="s")
     (rep,) = result.reports
     assert not rep.same and rep.a.label == "s#0"
     assert short_reason(rep) == "finish none vs stop"
@@ -403,7 +403,7 @@ def test_a_client_that_left_after_the_end_is_not_a_difference_between_backends()
 def test_a_shadow_without_response_is_named_in_the_reason() -> None:
     a = labelled("primary", "r-0", "a")
     b = replace(labelled("shadow", "r-0", "b"), response=None, outcome="upstream_error", error="connection refused")
-    result, session = diff_session([a, b], ["s#0", "s#1"], name="s")
+    result, session = diff_shadow([a, b], ["s#0", "s#1"], name="s")
     assert short_reason(result.reports[0]) == "B: no response (upstream_error: connection refused)"
     assert summarize(result, session=session).exit_status == 1
 

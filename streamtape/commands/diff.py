@@ -24,7 +24,7 @@ from ..diff import (
     result_json,
 )
 from ..diff.render_text import render_report
-from ..diff.shadow import diff_session, is_session
+from ..diff.shadow import diff_shadow, is_shadow_recording
 from ..diff.summary import Summary, summarize
 from ..diff.summary_gates import SummaryGate, parse_fail_on
 from ..diff.summary_html import SUMMARY_CSS, summary_section
@@ -187,12 +187,12 @@ def diff_command(
     oa = load_operand(a)
     session = None
     if b is None:
-        if not is_session(oa.interactions):
+        if not is_shadow_recording(oa.interactions):
             raise OptionError(
                 f"{a}: not a shadow session (no pair labels); give two recordings, A and B, "
                 "or record one with `streamtape record --shadow URL`"
             )
-        result, session = diff_session(
+        result, session = diff_shadow(
             oa.interactions, oa.labels, name=a, shadow=shadow,
             shape_a=shape_a, shape_b=shape_b, ignore=ignore, gates=gates,
         )

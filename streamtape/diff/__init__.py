@@ -41,10 +41,8 @@ from .compare import compare, compare_sides, diff_many, json_equal, side, word_d
 from .gates import Gate, GateKind, GateResult, parse_gate
 from .model import (
     IGNORABLE,
-    CassetteDiff,
     Category,
     Check,
-    DiffReport,
     HeaderRow,
     Meaning,
     Metric,
@@ -53,13 +51,13 @@ from .model import (
     TextDiff,
     TimingRow,
     ToolCallCheck,
-    Unpaired,
     WireRow,
 )
 from .pairing import Pairing, body_key, pair, request_key
 from .render_html import render_html
 from .render_json import report_json, result_json
 from .render_text import render_text
+from .report import CassetteDiff, DiffReport, Unpaired
 
 __all__ = [
     "IGNORABLE",

@@ -25,11 +25,9 @@ from .gates import Gate
 from .model import (
     IGNORABLE,
     TIMING_METRICS,
-    CassetteDiff,
     Category,
     Check,
     CheckValue,
-    DiffReport,
     HeaderRow,
     Meaning,
     Side,
@@ -37,12 +35,12 @@ from .model import (
     TextDiff,
     TimingRow,
     ToolCallCheck,
-    Unpaired,
     WireRow,
     WireValue,
     WordOp,
 )
 from .pairing import PairedBy, pair, request_differences
+from .report import CassetteDiff, DiffReport, Unpaired
 
 VOLATILE_HEADERS = frozenset(
     {

@@ -25,17 +25,8 @@ from .cells import (
     show,
     show_check,
 )
-from .model import (
-    CassetteDiff,
-    Category,
-    Check,
-    DiffReport,
-    Meaning,
-    Side,
-    Status,
-    TextDiff,
-    pair_summary,
-)
+from .model import Category, Check, Meaning, Side, Status, TextDiff
+from .report import CassetteDiff, DiffReport, pair_summary
 
 HOVER_BYTES = 400
 """How many bytes of a piece its hover text shows."""

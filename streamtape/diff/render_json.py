@@ -8,7 +8,8 @@ parses with any JSON reader, not only Python's.
 from __future__ import annotations
 
 from ..fmt import jsonable
-from .model import CassetteDiff, Category, Check, DiffReport, Meaning, Side, TextDiff
+from .model import Category, Check, Meaning, Side, TextDiff
+from .report import CassetteDiff, DiffReport
 
 
 def _side_json(s: Side) -> dict[str, object]:

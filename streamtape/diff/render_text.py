@@ -24,7 +24,8 @@ from .cells import (
     show,
     show_check,
 )
-from .model import CassetteDiff, Category, DiffReport, Meaning, Status, TextDiff, pair_summary
+from .model import Category, Meaning, Status, TextDiff
+from .report import CassetteDiff, DiffReport, pair_summary
 
 
 class Style(Protocol):

@@ -1,4 +1,4 @@
-"""Pairing one shadow-recording session by pair id: the client's answer against a shadow's.
+"""Pairing one shadow recording by pair id: the client's answer against a shadow's.
 
 ``streamtape record --shadow B`` labels every recording with ``pair`` (one id
 per client call), ``role`` (``primary`` for the answer the client got,
@@ -28,12 +28,13 @@ from ..shadow.labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROL
 from ..shapes import analyze
 from .compare import compare
 from .gates import Gate
-from .model import CassetteDiff, Category
+from .model import Category
+from .report import CassetteDiff
 
 PRIMARY = Role.PRIMARY
 SHADOW = Role.SHADOW
 
-SESSION_IGNORES = frozenset({Category.USAGE, Category.REASONING})
+SHADOW_IGNORES = frozenset({Category.USAGE, Category.REASONING})
 """Left out of a session's verdict by default: two backends count tokens with
 their own tokenizers, and two models rarely reason alike; the answer (text,
 tool calls, finish) is what the client's users see."""
@@ -54,7 +55,7 @@ class MissingSide:
 
 
 @dataclass(frozen=True)
-class SessionPairing:
+class ShadowPairing:
     a_name: str
     """The primary's backend name (or names, joined, in a regular-proxy session)."""
     b_name: str
@@ -65,14 +66,14 @@ class SessionPairing:
     """Every shadow backend the session holds."""
 
 
-def is_session(interactions: Iterable[Interaction]) -> bool:
+def is_shadow_recording(interactions: Iterable[Interaction]) -> bool:
     """Whether any recording carries a pair id (it was made with ``record --shadow``)."""
     return any(LABEL_PAIR in ix.labels and LABEL_ROLE in ix.labels for ix in interactions)
 
 
-def pair_session(
+def pair_shadow(
     interactions: Sequence[Interaction], labels: Sequence[str], shadow: str | None = None
-) -> SessionPairing:
+) -> ShadowPairing:
     """Pair the primary of every client call with the shadow ``shadow`` (by backend name;
     None: the session's only shadow). :class:`OptionError` when the choice is unclear."""
     shadows: list[str] = []
@@ -123,7 +124,7 @@ def pair_session(
             b = interactions[j]
             missing.append(MissingSide(pair, "A", labels[j], b.request.method, b.request.path, "no recording of the primary"))
     a_names = sorted({interactions[i].labels.get(LABEL_BACKEND, "?") for i in primaries.values()})
-    return SessionPairing(", ".join(a_names) or "?", shadow, tuple(pairs), tuple(missing), tuple(shadows))
+    return ShadowPairing(", ".join(a_names) or "?", shadow, tuple(pairs), tuple(missing), tuple(shadows))
 
 
 CLIENT_LEFT = "client left after the end"
@@ -146,7 +147,7 @@ def primary_for_comparison(ix: Interaction, label: str) -> tuple[Interaction, st
     return replace(ix, outcome=Outcome.COMPLETE, error=None), f"{label} ({CLIENT_LEFT})"
 
 
-def diff_session(
+def diff_shadow(
     interactions: Sequence[Interaction],
     labels: Sequence[str],
     *,
@@ -156,11 +157,11 @@ def diff_session(
     shape_b: str | None = None,
     ignore: Iterable[str] = (),
     gates: Sequence[Gate] = (),
-) -> tuple[CassetteDiff, SessionPairing]:
+) -> tuple[CassetteDiff, ShadowPairing]:
     """Compare every pair of a session (see the module docstring). Usage and reasoning
-    are left out of the verdict (:data:`SESSION_IGNORES`) besides ``ignore``."""
-    p = pair_session(interactions, labels, shadow)
-    ignored = tuple(sorted({*ignore, *SESSION_IGNORES}))
+    are left out of the verdict (:data:`SHADOW_IGNORES`) besides ``ignore``."""
+    p = pair_shadow(interactions, labels, shadow)
+    ignored = tuple(sorted({*ignore, *SHADOW_IGNORES}))
     primaries = {i: primary_for_comparison(interactions[i], labels[i]) for i, _, _ in p.pairs}
     reports = tuple(
         compare(

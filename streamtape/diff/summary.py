@@ -20,18 +20,10 @@ from typing import Literal
 from ..fmt import jsonable
 from ..stats import percentile
 from .cells import printable
-from .model import (
-    TIMING_METRICS,
-    CassetteDiff,
-    Category,
-    DiffReport,
-    Metric,
-    Status,
-    TimingRow,
-    TimingUnit,
-)
+from .model import TIMING_METRICS, Category, Metric, Status, TimingRow, TimingUnit
 from .pairing import PairedBy
-from .shadow import MissingSide, SessionPairing
+from .report import CassetteDiff, DiffReport
+from .shadow import MissingSide, ShadowPairing
 from .summary_gates import (
     AgreeGate,
     DistributionGate,
@@ -268,7 +260,7 @@ def _distribution(metric: Metric, reports: Sequence[DiffReport]) -> Distribution
 def summarize(
     result: CassetteDiff,
     *,
-    session: SessionPairing | None = None,
+    session: ShadowPairing | None = None,
     gates: Sequence[SummaryGate] = (),
 ) -> Summary:
     """The summary of ``result`` (a session's pairs when ``session`` is given)."""
