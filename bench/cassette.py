@@ -282,7 +282,7 @@ print(time.perf_counter() - t)
 SCAN = """
 import sys, time
 from pathlib import Path
-from streamtape.cassette import open_layout
+from streamtape.cassette.reader import open_layout
 import os
 t = time.perf_counter()
 layout, _, fd = open_layout(Path(sys.argv[1]), use_index=False)

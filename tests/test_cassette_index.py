@@ -222,7 +222,7 @@ def test_shipped_cassettes_load_as_a_full_decode_of_their_records_says() -> None
         for ix, b in zip(cas, begins, strict=True):
             assert ix.request.url == b["request"]["url"] and ix.request.body == b["request"]["body"]
             pieces = [p for r in records if isinstance(r, list) and r[0] == "d" and r[1] == b["id"]
-                      for p in streamtape.cassette.decode_pieces(r)]
+                      for p in streamtape.cassette.records.decode_pieces(r)]
             assert sum(len(p.data) for p in pieces) == len(ix.response.body if ix.response else b"")
 
 

@@ -11,14 +11,16 @@ Profile text is a preset name, or ``key=value`` items separated by ``;``::
 
     chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
 
-Three modules, one concern each:
+Four modules, one concern each:
 
 * :mod:`.model`: the vocabularies (chunk, latency, fault and step kinds as
   ``StrEnum``), :class:`Item`, :class:`Step` and :class:`Schedule`;
 * :mod:`.parse`: profile text to a :class:`Profile` (:func:`parse_profile`,
   :data:`PRESETS`, :data:`ADVERSARIAL`, :data:`SYNTAX`, :func:`describe`);
 * :mod:`.schedule`: :class:`Profile` and its :meth:`~Profile.schedule`, with
-  the rules every schedule keeps.
+  the rules every schedule keeps;
+* :mod:`.websocket`: the same for a WebSocket session's messages (which
+  server message goes when, fragmented how, closed where).
 
 Everything a caller needs is importable from ``streamtape.profiles``.
 """

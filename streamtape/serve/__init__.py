@@ -21,7 +21,7 @@ Layers, from the inside out:
   (wsproto for the handshake and the client's frames): each server message
   is timed from the client message that preceded it in the recording, and
   every client message is compared with the recorded one
-  (:mod:`.client_messages`; a difference closes with 1008).
+  (:mod:`streamtape.match.websocket`; a difference closes with 1008).
 
 Special requests:
 

@@ -15,7 +15,7 @@ the request came in on (no second server stack):
   profile may split a text message anywhere, even inside a UTF-8 character,
   which a library that takes ``str`` per frame cannot do;
 * a reader task feeds wsproto and compares every complete client message with
-  the recorded one (:mod:`.client_messages`): its arrival starts the clock of
+  the recorded one (:mod:`streamtape.match.websocket`): its arrival starts the clock of
   the server messages recorded after it; a difference closes with 1008 and a
   reason naming it;
 * the play loop writes each server message when its anchor has arrived and
@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+import h11  # wsproto's HTTP/1.1 layer (a dependency of wsproto and of mitmproxy)
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
 from wsproto.events import (
@@ -131,13 +132,23 @@ def encode_message(step: SessionStep) -> bytes:
 
 
 def _handshake(req: HTTPRequest) -> tuple[WSConnection, Request]:
-    """wsproto's server handshake fed the request head; raises :class:`BadUpgrade`."""
-    lines = [f"{req.method} {req.target} HTTP/1.1", *(f"{k}: {v}" for k, v in req.headers)]
+    """wsproto's server handshake on the request the server already read; raises
+    :class:`BadUpgrade`.
+
+    ``initiate_upgrade_connection`` is wsproto's entry for a server that parsed the
+    request itself: it takes the headers and the target, and assumes ``GET`` (so the
+    method is checked here, with wsproto's words). h11, wsproto's HTTP/1.1 layer,
+    checks the headers as it takes them and raises its own ``LocalProtocolError``
+    for ones it would not send (a target or value byte it does not allow).
+    """
+    if req.method != "GET":
+        raise BadUpgrade("not a WebSocket upgrade: Request method must be GET")
     conn = WSConnection(ConnectionType.SERVER)
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in req.headers]
     try:
-        conn.receive_data(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        conn.initiate_upgrade_connection(headers, req.target.encode("latin-1"))
         events = list(conn.events())
-    except RemoteProtocolError as e:
+    except (RemoteProtocolError, h11.LocalProtocolError) as e:
         raise BadUpgrade(f"not a WebSocket upgrade: {e}") from None
     request = next((e for e in events if isinstance(e, Request)), None)
     if request is None:
