@@ -86,9 +86,9 @@ def __getattr__(name: str) -> object:
 
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     if name in _DEPRECATED:
-        from .cassette import deprecated
+        from .cassette import _deprecated
 
-        return deprecated(__name__, name)
+        return _deprecated(__name__, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -94,7 +94,7 @@ _DEPRECATED: dict[str, tuple[Any, str]] = {
 }
 
 
-def deprecated(module: str, name: str) -> Any:
+def _deprecated(module: str, name: str) -> Any:
     """The value of a deprecated name of ``module``, with its warning (or AttributeError)."""
     if name not in _DEPRECATED:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
@@ -104,4 +104,4 @@ def deprecated(module: str, name: str) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    return deprecated(__name__, name)
+    return _deprecated(__name__, name)

@@ -42,11 +42,7 @@ FACES = (
 )
 """The modules users import names from."""
 
-NOT_EXPORTED: dict[str, dict[str, str]] = {
-    "streamtape.cassette": {
-        "deprecated": "the helper streamtape/__init__.py calls for its own legacy names",
-    },
-}
+NOT_EXPORTED: dict[str, dict[str, str]] = {}
 """Public-looking names of a face that are not API, each with its reason."""
 
 DEPRECATED: dict[str, tuple[str, ...]] = {
