@@ -3,9 +3,9 @@
     .venv/bin/python bench/reliability.py [--runs 3] [--streams 200] [--replay-streams 1000]
 
 Everything is real: ``streamtape record`` and ``streamtape serve`` processes,
-an upstream in its own process (``python -m tests.reliability upstream``: SSE
+an upstream in its own process (``python -m tests.support.reliability upstream``: SSE
 events stamped with the ``perf_counter_ns`` of their write), raw HTTP/1.1
-clients on one event loop in this process (tests/reliability.py) except for
+clients on one event loop in this process (tests/support/reliability.py) except for
 the replay server's realtime streams (``bench/loadgen.c``, a C epoll client in
 its own process, compiled with gcc by bench/_loadgen.py; on two cores the
 Python client's own cost showed up as the server's timing error; the asyncio
@@ -52,8 +52,8 @@ import httpx  # noqa: E402
 import streamtape  # noqa: E402
 from streamtape.cassette.model import Outcome  # noqa: E402
 from streamtape.stats import percentile as nearest_rank  # noqa: E402
-from tests.builders import EVENTS, MS, interaction  # noqa: E402
-from tests.reliability import (  # noqa: E402
+from tests.support.builders import EVENTS, MS, interaction  # noqa: E402
+from tests.support.reliability import (  # noqa: E402
     Fetched,
     event_latencies_ms,
     exchange,
@@ -63,8 +63,8 @@ from tests.reliability import (  # noqa: E402
     request_bytes,
     rss_kib,
 )
-from tests.servers import ScriptedServer  # noqa: E402
-from tests.upstream_faults import ROUTES, see  # noqa: E402
+from tests.support.servers import ScriptedServer  # noqa: E402
+from tests.support.upstream_faults import ROUTES, see  # noqa: E402
 
 PY = sys.executable
 STREAMTAPE = [PY, "-m", "streamtape.cli"]
@@ -152,7 +152,7 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
 
 @contextlib.contextmanager
 def upstream() -> Iterator[str]:
-    proc, addr, _ = start([PY, "-m", "tests.reliability", "upstream", "--events", str(EVENTS_PER_STREAM),
+    proc, addr, _ = start([PY, "-m", "tests.support.reliability", "upstream", "--events", str(EVENTS_PER_STREAM),
                            "--gap-ms", str(GAP_MS)], r"upstream on (\S+:\d+)")
     try:
         yield addr
@@ -384,7 +384,7 @@ def _serve_round(port: int, n: int, stagger_s: float, body: bytes, loadgen: Path
     """``n`` streams of the replay server's recording, ``HANG_UP`` among them (if ``hang_up``);
     with the client's CPU seconds. loadgen (``bench/loadgen.c``, its own process) starts stream
     i at a time drawn uniformly from [0, stagger_s) and checks a body by its FNV-1a hash; the
-    asyncio client of tests/reliability.py (in this process) starts them evenly spaced."""
+    asyncio client of tests/support/reliability.py (in this process) starts them evenly spaced."""
     every, after = HANG_UP
     if loadgen is not None:
         result = _loadgen.run(loadgen, port, request_bytes(PATH), n, stagger_s, seed=n,
@@ -448,7 +448,7 @@ def serve_streams(figs: Figures, tmp: Path, n: int, loadgen: Path | None, why: s
     hung = sum(got[i].hung_up and len(got[i].arrivals) == after for i in hangers)
     errs, base = _gap_errors(stayed, times), _gap_errors(alone, times)
     client = ("bench/loadgen.c (C, its own process), streams started uniformly over 1 s (seeded)"
-              if loadgen else f"the asyncio client of tests/reliability.py in this process: "
+              if loadgen else f"the asyncio client of tests/support/reliability.py in this process: "
                               f"loadgen unavailable ({why}), streams started evenly over 1 s")
     figs.add(f"serve: {n} realtime streams, {len(hangers)} clients hanging up mid-stream",
              "{complete:.0f}/{stayed:.0f} others complete and byte-exact; gap error p50 {p50:.2f} ms p99 {p99:.2f} ms "

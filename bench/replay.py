@@ -82,7 +82,7 @@ sys.path.insert(0, str(ROOT))
 
 import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.path)
 
-from tests.reliability import children  # noqa: E402
+from tests.support.reliability import children  # noqa: E402
 
 MS = 1_000_000
 REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()

@@ -38,7 +38,7 @@ from streamtape.cassette.model import (
     WebSocketSession,
 )
 from streamtape.serve import ReplayServer
-from tests.builders import MS, interaction
+from tests.support.builders import MS, interaction
 
 FIRST_MS = 20
 

@@ -4,7 +4,7 @@
     .venv/bin/python cassettes/record_examples.py llama URL   # a running ../shared/llama/serve.sh PORT slow
 
 ``test-server.tape``: an OpenAI-style chat stream from the scripted test server
-in ``tests/servers.py`` (20 ms between events, a keep-alive comment, a
+in ``tests/support/servers.py`` (20 ms between events, a keep-alive comment, a
 character cut between two writes), recorded through ``streamtape record`` with
 the openai SDK as the client.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.builders import chat_chunk  # noqa: E402
-from tests.recording import recording  # noqa: E402
-from tests.servers import SSE_HEADERS, ScriptedServer  # noqa: E402
+from tests.support.builders import chat_chunk  # noqa: E402
+from tests.support.recording import recording  # noqa: E402
+from tests.support.servers import SSE_HEADERS, ScriptedServer  # noqa: E402
 
 
 def _event(obj: dict | str) -> bytes:

@@ -1,8 +1,8 @@
 """Fixtures that more than one test module uses.
 
 Values the tests build (interactions, stream bodies, ``MS``) and ``wait_until``
-live in tests/builders.py; real peers (scripted upstream servers, a raw client)
-in tests/servers.py; running the CLI in tests/recording.py. Test modules import
+live in tests/support/builders.py; real peers (scripted upstream servers, a raw client)
+in tests/support/servers.py; running the CLI in tests/support/recording.py. Test modules import
 those helpers and never each other.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.diff_backends import record_each
+from tests.support.diff_backends import record_each
 
 HAS_HTTPX2 = importlib.util.find_spec("httpx2") is not None
 NEEDS_HTTPX2 = (
@@ -38,6 +38,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every diff scenario (tests/diff_backends.py) recorded once through ``streamtape record``,
+    """Every diff scenario (tests/support/diff_backends.py) recorded once through ``streamtape record``,
     one cassette each, by name: shared by the text, JSON and HTML diff tests."""
     return record_each(tmp_path_factory.mktemp("diff"))

@@ -31,8 +31,8 @@ from streamtape import CassetteError, Interaction
 from streamtape.cassette.model import Direction, Message, WebSocketSession
 from streamtape.cassette.records import interaction_records
 from streamtape.cassette.writer import CassetteWriter
-from tests.builders import MS, chat_ix, interaction, sse
-from tests.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
+from tests.support.builders import MS, chat_ix, interaction, sse
+from tests.support.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
 
 HERE = Path(__file__).parent
 HEADER = msgpack.packb({"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1.0})

@@ -31,8 +31,8 @@ from streamtape.errors import NoMatchError
 from streamtape.match.indexed import CassetteChain, IndexedMatcher, interactions_of, matcher_for
 from streamtape.match.matcher import Matcher
 from streamtape.serve import ReplayServer
-from tests.builders import MS, chat_ix, interaction, sse
-from tests.recording import STREAMTAPE, start_listening
+from tests.support.builders import MS, chat_ix, interaction, sse
+from tests.support.recording import STREAMTAPE, start_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 

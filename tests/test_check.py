@@ -12,9 +12,9 @@ import pytest
 import streamtape
 from streamtape import Interaction, Request
 from streamtape.check import check
-from tests.builders import MS, interaction
 from tests.corpus import capture
-from tests.recording import run_main
+from tests.support.builders import MS, interaction
+from tests.support.recording import run_main
 
 
 def ix_of(body: bytes, path: str = "/v1/chat/completions", ct: str = "text/event-stream", req: bytes = b"{}",

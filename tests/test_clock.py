@@ -11,7 +11,7 @@ import pytest
 
 from streamtape import clock
 from streamtape.clock import sleep_until, sleep_until_sync
-from tests.builders import MS
+from tests.support.builders import MS
 
 now = time.perf_counter_ns
 

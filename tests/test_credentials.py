@@ -19,9 +19,9 @@ from streamtape.capture.recorder import Recorder
 from streamtape.capture.redaction import Redaction
 from streamtape.cassette.model import REDACTED, Outcome, Request
 from streamtape.cassette.records import Record
-from tests.builders import chat_events
-from tests.recording import recording
-from tests.servers import ScriptedServer, sse_events
+from tests.support.builders import chat_events
+from tests.support.recording import recording
+from tests.support.servers import ScriptedServer, sse_events
 
 SK = "sk-proj-" + "aB3dE5fG7hJ9kL1mN3pQ5r"
 JWT = (

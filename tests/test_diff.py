@@ -30,11 +30,11 @@ from streamtape.diff import (
 )
 from streamtape.errors import OptionError
 from streamtape.serve import ReplayServer
-from tests.builders import MS, chat_events, interaction
-from tests.diff_backends import HELLO, TEXT, one, rechunk
-from tests.fixtures_sdk import openai_chat
-from tests.recording import STREAMTAPE, recording
-from tests.recording import run_main as run
+from tests.support.builders import MS, chat_events, interaction
+from tests.support.diff_backends import HELLO, TEXT, one, rechunk
+from tests.support.fixtures_sdk import openai_chat
+from tests.support.recording import STREAMTAPE, recording
+from tests.support.recording import run_main as run
 
 # ---------------------------------------------------------------------------
 # Recorded pairs through the CLI

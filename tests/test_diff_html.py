@@ -17,9 +17,9 @@ import streamtape
 from streamtape.cassette.pieces import Piece
 from streamtape.diff import compare, diff_many, render_html
 from streamtape.diff.render_html import piece_text
-from tests.chromium import ARTIFACTS, chromium, needs_chromium
-from tests.diff_backends import one
-from tests.recording import run_main as run
+from tests.support.chromium import ARTIFACTS, chromium, needs_chromium
+from tests.support.diff_backends import one
+from tests.support.recording import run_main as run
 
 
 class Dom(HTMLParser):

@@ -28,10 +28,10 @@ from streamtape.diff.shadow import diff_shadow, pair_shadow
 from streamtape.diff.summary import short_reason, summarize
 from streamtape.diff.summary_gates import AgreeGate, DistributionGate, Stat, parse_fail_on
 from streamtape.errors import OptionError
-from tests.builders import MS, chat_chunk, chat_events, interaction, sse, wait_until
-from tests.chromium import ARTIFACTS, chromium, needs_chromium
-from tests.recording import recording, run_main
-from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer
+from tests.support.builders import MS, chat_chunk, chat_events, interaction, sse, wait_until
+from tests.support.chromium import ARTIFACTS, chromium, needs_chromium
+from tests.support.recording import recording, run_main
+from tests.support.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer
 
 
 def openai_client(base_url: str, api_key: str = "k", **options: object) -> Any:

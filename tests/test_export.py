@@ -33,10 +33,10 @@ from streamtape.cassette.model import (
     Setup,
     WebSocketSession,
 )
-from tests import chromium_har, har_schema
-from tests import interop_capture as cap
-from tests.builders import MS, chat_events, interaction
-from tests.recording import run_main
+from tests.support import chromium_har, har_schema
+from tests.support import interop_capture as cap
+from tests.support.builders import MS, chat_events, interaction
+from tests.support.recording import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [ROOT / "cassettes" / "llama-cpp.tape", ROOT / "cassettes" / "test-server.tape"]

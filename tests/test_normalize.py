@@ -24,7 +24,7 @@ from streamtape.shapes import (
     error_body,
     error_event,
 )
-from tests.builders import MS, interaction
+from tests.support.builders import MS, interaction
 
 
 def make_ix(body: bytes | list[bytes], path: str, ct: str = "text/event-stream",

@@ -9,7 +9,7 @@ import pytest
 
 import streamtape
 from tests.corpus import capture
-from tests.recording import run_main
+from tests.support.recording import run_main
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

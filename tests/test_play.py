@@ -19,8 +19,8 @@ from streamtape import Interaction
 from streamtape.commands.play import plan, run
 from streamtape.commands.profiles import listing
 from streamtape.profiles import ADVERSARIAL, PRESETS, parse_profile
-from tests import builders
-from tests.builders import MS, interaction
+from tests.support import builders
+from tests.support.builders import MS, interaction
 
 ROOT = Path(__file__).resolve().parent.parent
 OPENAI = "https://api.openai.com/v1/chat/completions"

@@ -24,7 +24,7 @@ from streamtape.profiles import (
 )
 from streamtape.shapes import event_spans
 from streamtape.wire import UPSTREAM_RESET
-from tests.builders import MS, S, interaction, sse
+from tests.support.builders import MS, S, interaction, sse
 
 # --------------------------------------------------------------------------
 # Building interactions

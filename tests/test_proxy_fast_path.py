@@ -30,8 +30,8 @@ from streamtape.mitm.direct import Origin, _closing
 from streamtape.mitm.proxy import run_proxy
 from streamtape.mitm.replay import ReplayAddon
 from streamtape.serve.request import peek_request
-from tests.builders import CHAT_BODY, EVENTS, chat_ix
-from tests.servers import ScriptedServer, content_length
+from tests.support.builders import CHAT_BODY, EVENTS, chat_ix
+from tests.support.servers import ScriptedServer, content_length
 
 pytestmark = pytest.mark.slow
 

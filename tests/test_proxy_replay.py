@@ -1,7 +1,7 @@
 """Replay through a proxy: ``streamtape serve --proxy`` and ``mitmdump -s addons/replay.py``.
 
 Real mitmproxy processes, real clients configured with an HTTP(S) proxy, a real
-upstream (tests/servers.py) for requests no recording answers.
+upstream (tests/support/servers.py) for requests no recording answers.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pytest
 import streamtape
 from streamtape.errors import OptionError
 from streamtape.mitm.options import parse_bool
-from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
-from tests.recording import STREAMTAPE, start_listening
-from tests.servers import ScriptedServer, content_length, raw_request
+from tests.support.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
+from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.servers import ScriptedServer, content_length, raw_request
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import streamtape
-from tests.builders import CHAT_BODY, EVENTS, chat_ix
+from tests.support.builders import CHAT_BODY, EVENTS, chat_ix
 
 pytest_plugins = ["pytester"]
 
@@ -30,7 +30,7 @@ def _plugin_args() -> list[str]:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A test project with ``cassettes/chat.tape`` (the chat stream of tests/builders.py, 5 ms a piece)."""
+    """A test project with ``cassettes/chat.tape`` (the chat stream of tests/support/builders.py, 5 ms a piece)."""
     (pytester.path / "cassettes").mkdir()
     streamtape.save(pytester.path / "cassettes" / "chat.tape", [chat_ix(5)])
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import streamtape
-from tests.builders import CHAT_BODY, chat_events, chat_ix
-from tests.servers import Conn, Received, ScriptedServer, sse_events
+from tests.support.builders import CHAT_BODY, chat_events, chat_ix
+from tests.support.servers import Conn, Received, ScriptedServer, sse_events
 
 pytest_plugins = ["pytester"]
 

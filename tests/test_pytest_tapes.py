@@ -23,7 +23,7 @@ from streamtape.pytest_plugin.tapes import (
     failed_path,
     recording_path,
 )
-from tests.builders import chat_ix
+from tests.support.builders import chat_ix
 
 
 def _python(code: str, *args: str) -> subprocess.Popen[str]:
@@ -90,7 +90,7 @@ def test_writers_in_four_processes_never_interleave_their_appends(tmp_path: Path
             import sys
             import streamtape
             from streamtape.cassette.lock import cassette_lock
-            from tests.builders import chat_ix
+            from tests.support.builders import chat_ix
             for i in range(15):
                 with cassette_lock(sys.argv[1]):
                     streamtape.save(sys.argv[1], [chat_ix(1, tag=f"{sys.argv[2]}-{i}")])

@@ -25,9 +25,9 @@ import streamtape
 from streamtape.check import check
 from streamtape.shapes import analyze, decoded_body
 from streamtape.stats import compute
-from tests.builders import sse
-from tests.recording import Scenarios, record_scenarios, recording, run_main
-from tests.servers import (
+from tests.support.builders import sse
+from tests.support.recording import Scenarios, record_scenarios, recording, run_main
+from tests.support.servers import (
     SSE_HEADERS,
     Conn,
     Handler,

@@ -27,9 +27,9 @@ from streamtape.check import check
 from streamtape.diff import Metric, compare, render_text
 from streamtape.shapes import analyze
 from streamtape.stats import compute
-from tests.builders import chat_ix, ndjson, sse
-from tests.recording import Scenarios, record_scenarios, recording, run_main
-from tests.servers import SSE_HEADERS, Conn, Handler, ScriptedServer, by_scenario
+from tests.support.builders import chat_ix, ndjson, sse
+from tests.support.recording import Scenarios, record_scenarios, recording, run_main
+from tests.support.servers import SSE_HEADERS, Conn, Handler, ScriptedServer, by_scenario
 
 GAP = 0.015
 """Seconds between two events the upstream writes."""
@@ -611,7 +611,7 @@ THINK_TEMPLATE = """\
 @pytest.mark.timeout(1800)
 def test_llama_server_reasoning_content_is_recorded_and_assembled(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.llama import llama_server
+    from tests.support.llama import llama_server
 
     template = tmp_path / "think.jinja"
     template.write_text(THINK_TEMPLATE)

@@ -17,9 +17,9 @@ import pytest
 
 import streamtape
 from streamtape import Cassette, CassetteError
-from tests.builders import chat_events, sse, wait_until
-from tests.recording import STREAMTAPE, recording, start_listening
-from tests.servers import (
+from tests.support.builders import chat_events, sse, wait_until
+from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.servers import (
     ScriptedServer,
     close_delimited,
     close_mid_stream,

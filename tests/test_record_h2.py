@@ -33,9 +33,9 @@ from hypercorn.config import Config
 import streamtape
 from streamtape.cassette.model import Interaction
 from streamtape.wire import Framing
-from tests.builders import chat_events
-from tests.recording import STREAMTAPE, recording, start_listening
-from tests.servers import raw_request, self_signed_pem
+from tests.support.builders import chat_events
+from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.servers import raw_request, self_signed_pem
 
 pytestmark = pytest.mark.slow
 

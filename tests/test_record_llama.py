@@ -11,8 +11,8 @@ import pytest
 
 import streamtape
 from streamtape.shapes import analyze
-from tests.llama import llama_server
-from tests.recording import recording
+from tests.support.llama import llama_server
+from tests.support.recording import recording
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow, pytest.mark.timeout(1800)]
 

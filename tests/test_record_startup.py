@@ -22,9 +22,9 @@ import streamtape
 from streamtape.cassette.model import Interaction
 from streamtape.mitm.proxy import run_proxy
 from streamtape.mitm.record import RecordAddon
-from tests.builders import chat_events
-from tests.recording import STREAMTAPE, start_listening
-from tests.servers import ScriptedServer, sse_events
+from tests.support.builders import chat_events
+from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.servers import ScriptedServer, sse_events
 
 pytestmark = pytest.mark.slow
 

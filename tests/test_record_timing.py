@@ -31,9 +31,16 @@ import streamtape
 from streamtape.cassette.model import Interaction, Setup
 from streamtape.cassette.reader import read_records
 from streamtape.cassette.records import decode_pieces, record_kind
-from tests.builders import MS, chat_events
-from tests.recording import recording, run_main, start_listening
-from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, self_signed_pem
+from tests.support.builders import MS, chat_events
+from tests.support.recording import recording, run_main, start_listening
+from tests.support.servers import (
+    SSE_HEADERS,
+    Conn,
+    Handler,
+    Received,
+    ScriptedServer,
+    self_signed_pem,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 

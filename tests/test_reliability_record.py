@@ -1,5 +1,5 @@
 """The recorder under load and under failure: real ``streamtape record`` processes, a stamped
-upstream in its own process (tests/reliability.py), real SIGKILLs, a really full disk.
+upstream in its own process (tests/support/reliability.py), real SIGKILLs, a really full disk.
 
 - 200 concurrent streams: every one recorded, the cassette's body of each
   byte-identical to what its client received, in the same pieces.
@@ -32,9 +32,9 @@ import pytest
 
 import streamtape
 from streamtape.cassette.model import Outcome
-from tests.builders import wait_until
-from tests.recording import STREAMTAPE, recording, start_listening
-from tests.reliability import Fetched, fetch_many
+from tests.support.builders import wait_until
+from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.reliability import Fetched, fetch_many
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ EVENTS, GAP_MS = 40, 25
 def upstream() -> Iterator[str]:
     """The stamped upstream (``EVENTS`` events ``GAP_MS`` apart per request), in its own process."""
     proc, url = start_listening(
-        [sys.executable, "-m", "tests.reliability", "upstream", "--events", str(EVENTS), "--gap-ms", str(GAP_MS)],
+        [sys.executable, "-m", "tests.support.reliability", "upstream", "--events", str(EVENTS), "--gap-ms", str(GAP_MS)],
         r"upstream on (\S+:\d+)", merge_stderr=True,
     )
     try:

@@ -41,9 +41,16 @@ import pytest
 import streamtape
 from streamtape.serve import ReplayServer
 from streamtape.serve.guard import exposure_warning
-from tests.builders import CHAT_BODY, EVENTS, MS, chat_ix, interaction, wait_until
-from tests.recording import STREAMTAPE, start_listening
-from tests.reliability import exchange, fd_count, fetch_many, raise_fd_limit, request_bytes, rss_kib
+from tests.support.builders import CHAT_BODY, EVENTS, MS, chat_ix, interaction, wait_until
+from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.reliability import (
+    exchange,
+    fd_count,
+    fetch_many,
+    raise_fd_limit,
+    request_bytes,
+    rss_kib,
+)
 
 PATH = "/v1/chat/completions"
 

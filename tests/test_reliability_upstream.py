@@ -1,7 +1,7 @@
 """Upstream faults through ``streamtape record``: the client sees what it would see without the
 proxy, and the cassette keeps how the response ended.
 
-Each fault is played by a scripted upstream (tests/servers.py) to an httpx
+Each fault is played by a scripted upstream (tests/support/servers.py) to an httpx
 client twice, once directly and once through a real ``streamtape record``
 process, and the two clients must see the same bytes and the same kind of
 failure:
@@ -34,9 +34,9 @@ import pytest
 import streamtape
 from streamtape.cassette.model import Interaction, Outcome
 from streamtape.wire import UPSTREAM_RESET
-from tests.recording import recording
-from tests.servers import ScriptedServer
-from tests.upstream_faults import FIRST, ROUTES, Seen, see
+from tests.support.recording import recording
+from tests.support.servers import ScriptedServer
+from tests.support.upstream_faults import FIRST, ROUTES, Seen, see
 
 MITMPROXY_MAJOR = int(mitmproxy.version.VERSION.split(".")[0])
 

@@ -28,7 +28,7 @@ from streamtape.profiles import Step, StepKind, Steps, parse_profile
 from streamtape.serve.collector import QuietCollector
 from streamtape.transport import Timeline, play_actions
 from streamtape.transport.replayer import Replayer
-from tests.builders import CHAT_BODY, CHAT_URL, MS, chat_chunk, chat_ix, interaction, sse
+from tests.support.builders import CHAT_BODY, CHAT_URL, MS, chat_chunk, chat_ix, interaction, sse
 
 now = time.perf_counter_ns
 

@@ -34,7 +34,7 @@ from huggingface_hub import AsyncInferenceClient, InferenceClient, configure_htt
 import streamtape
 from streamtape.profiles import ADVERSARIAL
 from streamtape.serve import ReplayServer
-from tests import fixtures_sdk as F
+from tests.support import fixtures_sdk as F
 
 # The matrix drives the openai and anthropic SDKs, which are built on httpx2.
 NO_HTTPX2 = "needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)"

@@ -24,9 +24,17 @@ import pytest
 import streamtape
 from streamtape.serve import ReplayServer
 from streamtape.wire import frame, response_head
-from tests.builders import CHAT_BODY, EVENTS, MS, WORDS, async_wait_until, chat_ix, wait_until
-from tests.recording import STREAMTAPE, start_listening
-from tests.servers import raw_request
+from tests.support.builders import (
+    CHAT_BODY,
+    EVENTS,
+    MS,
+    WORDS,
+    async_wait_until,
+    chat_ix,
+    wait_until,
+)
+from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.servers import raw_request
 
 ROOT = Path(__file__).resolve().parent.parent
 

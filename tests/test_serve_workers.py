@@ -24,10 +24,10 @@ import pytest
 
 import streamtape
 from streamtape.serve.journal import SharedJournal
-from tests.builders import CHAT_BODY, EVENTS, MS, chat_ix, wait_until
-from tests.recording import STREAMTAPE, start_listening
-from tests.reliability import children
-from tests.servers import raw_request
+from tests.support.builders import CHAT_BODY, EVENTS, MS, chat_ix, wait_until
+from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.reliability import children
+from tests.support.servers import raw_request
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux only")
 

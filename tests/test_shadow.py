@@ -33,9 +33,9 @@ from streamtape.shadow import (
     shadow_request,
     translate,
 )
-from tests.builders import chat_events, ndjson, wait_until
-from tests.recording import recording, run_main
-from tests.servers import Conn, Handler, Received, ScriptedServer, refused_port, sse_events
+from tests.support.builders import chat_events, ndjson, wait_until
+from tests.support.recording import recording, run_main
+from tests.support.servers import Conn, Handler, Received, ScriptedServer, refused_port, sse_events
 
 
 def openai_client(base_url: str, api_key: str = "k", **options: object) -> Any:

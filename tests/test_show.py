@@ -13,7 +13,7 @@ import pytest
 import streamtape
 from streamtape import Interaction, Piece, Request, Response
 from streamtape.commands.show import escape_piece
-from tests.recording import STREAMTAPE
+from tests.support.recording import STREAMTAPE
 
 EURO = "€".encode()
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from streamtape import Interaction, Piece, Request, Response
 from streamtape.shapes import Span, SSEEvent, SSEIgnored, SSEParser, event_spans, parse_sse, wire_of
-from tests.sse_reference import reference_events
+from tests.support.sse_reference import reference_events
 
 
 def events(items):

@@ -9,8 +9,8 @@ import pytest
 from streamtape import Interaction, Request
 from streamtape.shapes import analyze
 from streamtape.stats import compute, percentile
-from tests.builders import MS, interaction, sse
 from tests.corpus import capture
+from tests.support.builders import MS, interaction, sse
 
 
 def chat_ix(times_and_contents: list[tuple[int, str]], usage: dict[str, int] | None = None,

@@ -24,7 +24,7 @@ from streamtape.errors import NoMatchError, ProfileError
 from streamtape.profiles import StepKind, parse_profile
 from streamtape.serve import ReplayServer
 from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
-from tests.builders import MS, interaction
+from tests.support.builders import MS, interaction
 
 httpx2 = pytest.importorskip("httpx2", reason="needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)")
 

@@ -40,10 +40,10 @@ from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, WEBSOCKE
 from streamtape.cassette.writer import BackgroundWriter, CassetteWriter, save
 from streamtape.errors import CassetteError
 from streamtape.wire import Framing
-from tests.builders import MS, chat_ix, wait_until
-from tests.recording import recording, start_listening
-from tests.servers import ScriptedServer
-from tests.ws_upstream import (
+from tests.support.builders import MS, chat_ix, wait_until
+from tests.support.recording import recording, start_listening
+from tests.support.servers import ScriptedServer
+from tests.support.ws_upstream import (
     FIRST_TOKEN_GAP,
     KEY,
     WORDS,

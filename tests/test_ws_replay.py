@@ -58,10 +58,10 @@ from streamtape.profiles import parse_profile
 from streamtape.profiles.websocket import SessionStepKind, schedule_session
 from streamtape.serve import ReplayServer
 from streamtape.serve.websocket import encode_message
-from tests.builders import MS, chat_ix
-from tests.recording import STREAMTAPE, recording, start_listening
-from tests.ws_upstream import WORDS as UPSTREAM_WORDS
-from tests.ws_upstream import realtime_upstream
+from tests.support.builders import MS, chat_ix
+from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.ws_upstream import WORDS as UPSTREAM_WORDS
+from tests.support.ws_upstream import realtime_upstream
 
 pytest_plugins = ["pytester"]
 
@@ -841,7 +841,7 @@ async def test_the_realtime_client_raises_an_openai_error_when_a_session_is_cut(
 @pytest.mark.slow
 @pytest.mark.httpx2
 async def test_a_session_recorded_through_streamtape_record_replays_into_the_same_client(tmp_path: Path) -> None:
-    """The openai SDK talks to the Realtime upstream of tests/ws_upstream.py through
+    """The openai SDK talks to the Realtime upstream of tests/support/ws_upstream.py through
     ``streamtape record``; the cassette then answers the same code from ``streamtape``'s
     replay server, faithfully and under a message profile, with what the upstream said."""
     out = tmp_path / "recorded.tape"

@@ -1,5 +1,5 @@
 """WebSocket sessions shown, checked and diffed: ``show``, ``check`` and ``diff`` on sessions
-recorded through ``streamtape record`` from the Realtime upstream of tests/ws_upstream.py, and on
+recorded through ``streamtape record`` from the Realtime upstream of tests/support/ws_upstream.py, and on
 built sessions for the event names that upstream does not send (audio transcripts)."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from streamtape.cassette.reader import load
 from streamtape.cassette.writer import save
 from streamtape.shapes.realtime import analyze_session
 from streamtape.wire import Framing
-from tests.builders import MS, chat_ix
-from tests.recording import recording, run_main
-from tests.ws_upstream import realtime_turn, realtime_upstream
+from tests.support.builders import MS, chat_ix
+from tests.support.recording import recording, run_main
+from tests.support.ws_upstream import realtime_turn, realtime_upstream
 
 # The sessions of the recorded cassette, by index.
 GA, BETA, CUT_1000, CUT_1011, DROPPED, CLEAN, SLOW = range(7)

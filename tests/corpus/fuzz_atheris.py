@@ -4,7 +4,7 @@
 
 Each input is split into a body and cut points. Checked: nothing raises; the
 SSE events are the same fed whole, fed in pieces, and per the literal reference
-parser in tests/sse_reference.py; NDJSON lines are the same whole and in pieces;
+parser in tests/support/sse_reference.py; NDJSON lines are the same whole and in pieces;
 analyze() under every shape gives the same text whole and in pieces.
 """
 
@@ -23,7 +23,7 @@ with atheris.instrument_imports():
 
 import itertools
 
-from tests.sse_reference import reference_events
+from tests.support.sse_reference import reference_events
 
 
 def pieces_of(body: bytes, cuts: list[int]) -> list[bytes]:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
     from streamtape import CassetteError
-    from tests.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
+    from tests.support.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
 
 PATH = Path(tempfile.mkdtemp(prefix="streamtape-fuzz-")) / "input.tape"
 

@@ -38,7 +38,7 @@ import streamtape
 from streamtape.cassette.model import REDACTED, Direction, Interaction, Outcome
 from streamtape.mitm.record import RecordAddon
 from streamtape.wire import Framing
-from tests.builders import CHAT_BODY, CHAT_URL, EVENTS, async_wait_until
+from tests.support.builders import CHAT_BODY, CHAT_URL, EVENTS, async_wait_until
 
 SSE_HEAD = (("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked"))
 JSON_HEAD = (("Content-Type", "application/json"), ("Content-Length", "2"))

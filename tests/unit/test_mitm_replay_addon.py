@@ -33,7 +33,7 @@ from mitmproxy.test import taddons, tflow
 
 import streamtape
 from streamtape.mitm.replay import ReplayAddon, Unmatched
-from tests.builders import CHAT_BODY, CHAT_URL, EVENTS, chat_ix
+from tests.support.builders import CHAT_BODY, CHAT_URL, EVENTS, chat_ix
 
 CHAT = json.dumps(CHAT_BODY).encode()
 JSON = (("Content-Type", "application/json"),)

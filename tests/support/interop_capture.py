@@ -1,6 +1,6 @@
 """Recordings made by the real tools, for the import and export tests.
 
-One scripted upstream (tests/servers.py) streams an OpenAI chat answer with
+One scripted upstream (tests/support/servers.py) streams an OpenAI chat answer with
 raw UTF-8 in it, a gzip-encoded copy of it, and a route whose answer changes
 on every call (repeated requests). Then:
 
@@ -32,9 +32,9 @@ import httpx_sse
 import requests
 import vcr
 
-from tests.builders import chat_events
-from tests.recording import start_listening
-from tests.servers import Conn, Received, ScriptedServer, gzip_sse, sse_events
+from tests.support.builders import chat_events
+from tests.support.recording import start_listening
+from tests.support.servers import Conn, Received, ScriptedServer, gzip_sse, sse_events
 
 WORDS = ["Hel", "lo", ", wör", "ld", " 日本", "!"]
 """Raw UTF-8 in the JSON, as llama.cpp and vLLM send it."""

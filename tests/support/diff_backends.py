@@ -18,9 +18,9 @@ import httpx
 
 import streamtape
 from streamtape import Interaction
-from tests.builders import chat_events, ndjson, sse
-from tests.recording import record_scenarios
-from tests.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, by_scenario
+from tests.support.builders import chat_events, ndjson, sse
+from tests.support.recording import record_scenarios
+from tests.support.servers import SSE_HEADERS, Conn, Handler, Received, ScriptedServer, by_scenario
 
 WORDS = ["Hello", " there", ",", " wörld", " & <friends>", "!"]
 TEXT = "".join(WORDS)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.chromium import CHROMIUM
+from tests.support.chromium import CHROMIUM
 
 _IMPORT = """(async () => {
   const HAR = await import('devtools://devtools/bundled/models/har/har.js');

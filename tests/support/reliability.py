@@ -1,8 +1,8 @@
 """Load for the reliability tests and ``bench/reliability.py``: a stamped upstream in its own
 process, many concurrent raw HTTP/1.1 streams from one event loop, and /proc readings.
 
-- ``python -m tests.reliability upstream --events N --gap-ms G``: an upstream
-  (:class:`tests.servers.ScriptedServer`, one thread per connection) that
+- ``python -m tests.support.reliability upstream --events N --gap-ms G``: an upstream
+  (:class:`tests.support.servers.ScriptedServer`, one thread per connection) that
   answers every request with ``N`` chunked SSE events ``G`` ms apart, each
   carrying the client's id (``?c=ID`` in the path), its index and the
   ``perf_counter_ns`` of its write (one clock for every process on Linux), so
@@ -43,9 +43,9 @@ def stamped_event(client: str, i: int, pad: int) -> bytes:
 
 
 def stamped_stream(events: int, gap_s: float, pad: int = 60) -> object:
-    """A :class:`tests.servers.ScriptedServer` handler: ``events`` stamped events ``gap_s`` apart
+    """A :class:`tests.support.servers.ScriptedServer` handler: ``events`` stamped events ``gap_s`` apart
     (on absolute deadlines), then the last chunk; the connection is kept."""
-    from tests.servers import SSE_HEADERS, Conn, Received
+    from tests.support.servers import SSE_HEADERS, Conn, Received
 
     def handle(req: Received, c: Conn) -> None:
         m = re.search(r"[?&]c=([^&]+)", req.path)
@@ -63,7 +63,7 @@ def stamped_stream(events: int, gap_s: float, pad: int = 60) -> object:
 
 
 def run_upstream(events: int, gap_ms: float, pad: int) -> None:
-    from tests.servers import ScriptedServer
+    from tests.support.servers import ScriptedServer
 
     with ScriptedServer({"*": stamped_stream(events, gap_ms / 1000, pad)}) as up:  # type: ignore[dict-item]
         print(f"upstream on {up.host}:{up.port}", flush=True)

@@ -29,10 +29,10 @@ import pytest
 import streamtape
 from streamtape import Interaction
 from streamtape.cli import main
-from tests.builders import wait_until
+from tests.support import ROOT
+from tests.support.builders import wait_until
 
 STREAMTAPE = [sys.executable, "-m", "streamtape.cli"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def start_listening(
@@ -143,7 +143,7 @@ def record_scenarios(out: Path, upstream: str, names: Sequence[str], send: Calla
     """Each named scenario recorded once, in order, through the real ``streamtape record``
     in front of ``upstream``. ``send(url, name)`` makes scenario ``name``'s request to the
     recorder at ``url`` and reads its whole response; the upstream tells the scenarios
-    apart by the request's ``X-Scenario`` header (:func:`tests.servers.by_scenario`)."""
+    apart by the request's ``X-Scenario`` header (:func:`tests.support.servers.by_scenario`)."""
     with recording(out, upstream=upstream) as rec:
         for name in names:
             send(rec.url, name)

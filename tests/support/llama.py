@@ -16,14 +16,14 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.builders import wait_until
+from tests.support import ROOT
+from tests.support.builders import wait_until
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "llama"
+SHARED = ROOT.parent / "shared" / "llama"
 
 
 def llama_binary() -> str:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from streamtape.cassette.model import Interaction, Outcome, Request
 from streamtape.cassette.pieces import Piece
 from streamtape.wire import Framing
-from tests.builders import MS, interaction, sse
 from tests.corpus import capture
+from tests.support.builders import MS, interaction, sse
 
 # The base URLs the SDKs are pointed at (in-process) and the paths recorded.
 OPENAI_BASE = "http://llm.test/v1"

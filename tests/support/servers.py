@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tests.builders import CHAT_BODY
+from tests.support.builders import CHAT_BODY
 
 
 @dataclass
@@ -396,7 +396,7 @@ class _Sock:
 def raw_request(url: str, path: str = "/v1/chat/completions", body: dict[str, object] | None = None,
                 headers: dict[str, str] | None = None, method: str = "POST",
                 timeout: float = 10, proxy: bool = False) -> Raw:
-    """One request on a fresh socket (body default :data:`tests.builders.CHAT_BODY`);
+    """One request on a fresh socket (body default :data:`tests.support.builders.CHAT_BODY`);
     the response parsed by hand, chunk by chunk. ``proxy``: an absolute-form target,
     as a client sends it to an HTTP proxy."""
     host, port = url.removeprefix("http://").split(":")

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import ROOT
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = ROOT / "test-artifacts"
 """Screenshots land here, for a person to look at after a run."""
 
 needs_chromium = pytest.mark.skipif(

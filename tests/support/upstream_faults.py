@@ -1,6 +1,6 @@
 """Upstream faults the recorder must pass on as they are, shared by
 tests/test_reliability_upstream.py and ``bench/reliability.py``: the upstream's
-handlers (for :class:`tests.servers.ScriptedServer`) and what an httpx client
+handlers (for :class:`tests.support.servers.ScriptedServer`) and what an httpx client
 sees of each, directly or through a proxy.
 
 - ``/reset``: three SSE events, then a TCP RST;
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.builders import EVENTS
-from tests.servers import SSE_HEADERS, Conn, Received
+from tests.support.builders import EVENTS
+from tests.support.servers import SSE_HEADERS, Conn, Received
 
 CLIENT_TIMEOUT = 1.0
 """The read timeout of the client in :func:`see`; the stalls last three times longer."""
