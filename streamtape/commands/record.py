@@ -1,10 +1,19 @@
-"""``streamtape record``: run mitmproxy in-process with the recording addon."""
+"""``streamtape record``: run mitmproxy in-process with the recording addon.
+
+The recording flags (``-o/--out``, ``--label``, ``--all``, ``--filter``,
+``--no-redact``, ``--redact-*``) are not declared here: each is derived from
+its option's one declaration in :mod:`streamtape.mitm.record_options`, and
+what it says reaches the addon as that option. The flags declared here are
+the command's own: what to front and where to listen, mitmproxy's folder and
+TLS checks, and shadows.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
@@ -14,11 +23,22 @@ from ..capture.recorder import parse_labels
 from ..cassette.model import Interaction, Outcome
 from ..errors import OptionError
 from ..fmt import summary_line
+from ..mitm import record_options as option
+from ..mitm.record_options import (
+    RECORD_OPTIONS,
+    BoolOption,
+    ListOption,
+    RecordOption,
+    StrOption,
+    naming_the_flag,
+)
 from ..shadow import ShadowPlan, ShadowTarget, build_plan
 from ..shadow.labels import SESSION_LABELS
 
 if TYPE_CHECKING:
-    from ..shadow.sender import TargetCounts
+    from ..shadow.sender import ShadowSender, TargetCounts
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -46,21 +66,52 @@ def check_upstream(url: str) -> str:
     return url
 
 
+def proxy_spec(mode: str, upstream: str | None) -> str:
+    """mitmproxy's mode for ``--mode`` and ``--upstream``: ``reverse:URL`` or ``regular``."""
+    if mode == "reverse":
+        if not upstream:
+            raise OptionError("--upstream URL is required in reverse mode")
+        return f"reverse:{check_upstream(upstream)}"
+    if upstream:
+        raise OptionError("--upstream is for reverse mode; regular mode proxies to any host")
+    return "regular"
+
+
+def _flag(o: RecordOption) -> Callable[[_F], _F]:
+    """The click option of a recording option's flag; its parameter is named for the option."""
+    decls = (*o.flags, o.name)
+    if isinstance(o, BoolOption):  # True when given: the option turned from its default (from_flag)
+        return click.option(*decls, is_flag=True, help=o.cli_help)
+    if isinstance(o, ListOption):
+        return click.option(*decls, multiple=True, metavar=o.metavar, help=o.cli_help)
+    assert isinstance(o, StrOption), o
+    return click.option(*decls, default=o.default, show_default=bool(o.default), metavar=o.metavar, help=o.cli_help)
+
+
+def recording_flags(f: _F) -> _F:
+    """Decorate a command with every recording option's flag, in declaration order."""
+    for o in reversed(RECORD_OPTIONS):  # click lists the last decorator applied first
+        f = _flag(o)(f)
+    return f
+
+
+def mitm_options(flags: Mapping[str, Any], confdir: str | None, insecure: bool) -> dict[str, object]:
+    """mitmproxy's options for the flags: every recording option, and mitmproxy's own where a flag set one."""
+    options: dict[str, object] = {o.name: o.from_flag(flags[o.name]) for o in RECORD_OPTIONS}
+    if confdir:
+        options["confdir"] = confdir
+    if insecure:
+        options["ssl_insecure"] = True
+    return options
+
+
 @click.command()
 @click.option("--upstream", metavar="URL", help="Backend to front (reverse mode), e.g. http://127.0.0.1:8080.")
 @click.option("--listen", "listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
               help="Address to listen on (port 0 picks a free one).")
-@click.option("-o", "--out", default="streamtape.tape", show_default=True, metavar="FILE",
-              help="Cassette to append to.")
 @click.option("--mode", type=click.Choice(["reverse", "regular"]), default="reverse", show_default=True,
               help="reverse: front one backend. regular: an HTTP(S) proxy for any app.")
-@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Label stored with every interaction.")
-@click.option("--all", "record_all", is_flag=True, help="Record every response, not only streaming ones.")
-@click.option("--filter", "flow_filter", default="", metavar="EXPR", help="Record only flows matching a mitmproxy filter expression.")
-@click.option("--no-redact", is_flag=True, help="Keep API keys, tokens and cookies in the cassette.")
-@click.option("--redact-header", multiple=True, metavar="NAME", help="Another header to redact.")
-@click.option("--redact-query", multiple=True, metavar="NAME", help="Another query parameter to redact.")
-@click.option("--redact-field", multiple=True, metavar="NAME", help="A JSON request-body field to redact.")
+@recording_flags
 @click.option("--confdir", default=None, metavar="DIR", help="mitmproxy's folder (CA certificate), default ~/.mitmproxy.")
 @click.option("--insecure", is_flag=True, help="Do not verify upstream TLS certificates (a local backend with a self-signed one).")
 @click.option("--shadow", "shadows", multiple=True, metavar="URL",
@@ -83,15 +134,7 @@ def check_upstream(url: str) -> str:
 def record(
     upstream: str | None,
     listen: str,
-    out: str,
     mode: str,
-    labels: tuple[str, ...],
-    record_all: bool,
-    flow_filter: str,
-    no_redact: bool,
-    redact_header: tuple[str, ...],
-    redact_query: tuple[str, ...],
-    redact_field: tuple[str, ...],
     confdir: str | None,
     insecure: bool,
     shadows: tuple[str, ...],
@@ -102,6 +145,7 @@ def record(
     shadow_max_in_flight: int,
     shadow_timeout: float,
     shadow_loop: str,
+    **flags: Any,
 ) -> None:
     """Record streaming responses through a proxy into a cassette.
 
@@ -115,111 +159,108 @@ def record(
     `streamtape diff session.tape` compares the pairs. The client gets the
     upstream's answer exactly as without shadows.
     """
-    # Late: mitmproxy takes most of a second to import, and only this command
-    # (of the ones every `streamtape` run registers) needs it.
-    from ..mitm.proxy import run_proxy
-    from ..mitm.record import RecordAddon, credential_warning
-
+    # ``flags``: the recording flags (recording_flags), by option name.
+    # Every check that needs no proxy comes first: fail before starting anything.
     host, port = parse_listen(listen)
-    fixed_labels = parse_labels(labels)  # fail before starting anything
-    if mode == "reverse":
-        if not upstream:
-            raise OptionError("--upstream URL is required in reverse mode")
-        spec = f"reverse:{check_upstream(upstream)}"
-    else:
-        if upstream:
-            raise OptionError("--upstream is for reverse mode; regular mode proxies to any host")
-        spec = "regular"
+    fixed_labels = parse_labels(flags[option.LABEL.name])
+    spec = proxy_spec(mode, upstream)
     plan = None
     if shadows or shadow_header or shadow_model or shadow_path or label_backend:
         plan = _shadow_plan(
-            upstream if mode == "reverse" else None, shadows, shadow_header, shadow_model, shadow_path,
+            upstream, shadows, shadow_header, shadow_model, shadow_path,
             label_backend, shadow_max_in_flight, shadow_timeout, insecure, fixed_labels,
         )
+    # Late: mitmproxy takes most of a second to import, and only this command
+    # (of the ones every `streamtape` run registers) needs it.
+    from ..mitm.proxy import run_proxy
 
-    failures: list[str] = []  # before the proxy ran: a bad option
-    lost: list[str] = []  # while recording: the cassette stopped taking writes
+    run = _Run(flags[option.OUT.name], upstream, plan, own_thread=shadow_loop == "thread")
+    options = mitm_options(flags, confdir, insecure)
+    asyncio.run(run_proxy(spec, host, port, [run.addon], on_running=run.running, options=options))
+    run.stopped()
 
-    def finished(ix: Interaction) -> None:
+
+class _Run:
+    """One ``streamtape record`` run: its addon (and shadow sender), and what it says.
+
+    A line per recording on stdout; the rest on stderr. A failure before the
+    proxy runs (a bad option) becomes the command's error once the proxy has
+    stopped; one while recording (the cassette stopped taking writes) is said
+    at once, the proxy goes on serving, and the exit status is 1.
+    """
+
+    def __init__(self, out: str, upstream: str | None, plan: ShadowPlan | None, *, own_thread: bool) -> None:
+        from ..mitm.record import RecordAddon  # late: mitmproxy (see record)
+
+        self.out = out
+        self.upstream = upstream
+        self.plan = plan
+        self.failures: list[str] = []  # before the proxy ran: a bad option
+        self.lost: list[str] = []  # while recording: the cassette stopped taking writes
+        self.sender: ShadowSender | None = None
+        if plan is not None:
+            from ..shadow.sender import ShadowSender  # late: httpx, only for runs with shadows
+
+            self.sender = ShadowSender(plan, on_finished=self.shadow_finished, own_thread=own_thread)
+        self.addon = RecordAddon(on_saved=self.saved, on_error=self.failed, shadow=self.sender,
+                                 on_credential=self.credential, on_lost=self.not_saved)
+
+    # -- the addon's callbacks -----------------------------------------------------
+
+    def saved(self, ix: Interaction) -> None:
         line = summary_line(ix)
         if ix.outcome is Outcome.UPSTREAM_ERROR and (ix.response is None or ix.response.status == 502):
             line += "  [upstream unreachable: the client got a 502]"
         click.echo(line)
 
-    def failed(message: str) -> None:
-        if addon.recorder is not None:
-            # Already recording: say it now, and keep proxying for the app.
-            click.echo(f"streamtape: error: {message}", err=True)
-            lost.append(message)
-        else:
-            failures.append(message)
-
-    sender = None
-    if plan is not None:
-        from ..shadow.sender import ShadowSender  # late: httpx, only for runs with shadows
-
-        def shadow_finished(target: ShadowTarget, ix: Interaction) -> None:
-            click.echo(f"  shadow {target.name}: {summary_line(ix)}")
-
-        sender = ShadowSender(plan, on_finished=shadow_finished, own_thread=shadow_loop == "thread")
-
-    def credential(c: Credential) -> None:
-        click.echo(f"streamtape: warning: {credential_warning(c, '--redact-field ')}", err=True)
-
-    def not_saved(ix: Interaction) -> None:
+    def not_saved(self, ix: Interaction) -> None:
         # The client was served; the cassette could not take the recording (said once on stderr).
         click.echo(f"{summary_line(ix)}  [not saved]")
 
-    addon = RecordAddon(on_saved=finished, on_error=failed, shadow=sender, on_credential=credential,
-                        on_lost=not_saved)
+    def shadow_finished(self, target: ShadowTarget, ix: Interaction) -> None:
+        click.echo(f"  shadow {target.name}: {summary_line(ix)}")
 
-    def running(addrs: list[tuple[str, int]]) -> None:
-        if failures:
+    def failed(self, message: str) -> None:
+        message = naming_the_flag(message)  # the addon names the option; the user typed the flag
+        if self.addon.recorder is not None:
+            # Already recording: say it now, and keep proxying for the app.
+            click.echo(f"streamtape: error: {message}", err=True)
+            self.lost.append(message)
+        else:
+            self.failures.append(message)
+
+    def credential(self, c: Credential) -> None:
+        from ..mitm.record import credential_warning  # late: mitmproxy (see record)
+
+        click.echo(f"streamtape: warning: {credential_warning(c, f'{option.REDACT_FIELDS.flag} ')}", err=True)
+
+    # -- start and end ---------------------------------------------------------------
+
+    def running(self, addrs: list[tuple[str, int]]) -> None:
+        if self.failures:
             return
         where = ", ".join(f"{h}:{p}" for h, p in addrs)
-        target = f"-> {upstream}" if upstream else "(regular HTTP(S) proxy)"
-        click.echo(f"streamtape: recording on {where} {target}, appending to {out}", err=True)
-        if plan is not None:
-            names = ", ".join(f"{t.name} ({t.url})" for t in plan.targets)
+        target = f"-> {self.upstream}" if self.upstream else "(regular HTTP(S) proxy)"
+        click.echo(f"streamtape: recording on {where} {target}, appending to {self.out}", err=True)
+        if self.plan is not None:
+            names = ", ".join(f"{t.name} ({t.url})" for t in self.plan.targets)
             click.echo(f"streamtape: shadows: {names}", err=True)
         click.echo("streamtape: Ctrl-C to stop", err=True)
 
-    options: dict[str, str | bool | list[str]] = {
-        "streamtape_out": out,
-        "streamtape_all": "true" if record_all else "false",
-        "streamtape_filter": flow_filter,
-        "streamtape_redact": "false" if no_redact else "true",
-        "streamtape_redact_headers": list(redact_header),
-        "streamtape_redact_query": list(redact_query),
-        "streamtape_redact_fields": list(redact_field),
-        "streamtape_label": list(labels),
-    }
-    if confdir:
-        options["confdir"] = confdir
-    if insecure:
-        options["ssl_insecure"] = True
-
-    async def go() -> None:
-        await run_proxy(spec, host, port, [addon], on_running=running, options=options)
-
-    asyncio.run(go())
-    if failures:
-        raise OptionError(failures[0])
-    n = addon.saved
-    sys.stdout.flush()
-    if sender is not None:
-        for c in sender.counts.values():
-            click.echo(f"streamtape: shadow {c.name}: {shadow_counts(c)}", err=True)
-    if lost:
-        click.echo(
-            f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}, "
-            f"{addon.lost} could not be written",
-            err=True,
-        )
-        sys.exit(1)
-    click.echo(f"streamtape: stopped; {n} interaction{'s' if n != 1 else ''} saved to {out}", err=True)
-
-
+    def stopped(self) -> None:
+        """After the proxy: the option error, or the totals (exit status 1 if recordings were lost)."""
+        if self.failures:
+            raise OptionError(self.failures[0])
+        n = self.addon.saved
+        sys.stdout.flush()
+        if self.sender is not None:
+            for c in self.sender.counts.values():
+                click.echo(f"streamtape: shadow {c.name}: {shadow_counts(c)}", err=True)
+        saved = f"{n} interaction{'s' if n != 1 else ''} saved to {self.out}"
+        if self.lost:
+            click.echo(f"streamtape: stopped; {saved}, {self.addon.lost} could not be written", err=True)
+            sys.exit(1)
+        click.echo(f"streamtape: stopped; {saved}", err=True)
 
 
 def _shadow_plan(
@@ -237,7 +278,7 @@ def _shadow_plan(
     taken = next((k for k in SESSION_LABELS if k in fixed_labels), None)
     if taken is not None:
         raise OptionError(
-            f"--label {taken}=...: a shadow recording sets the {taken!r} label itself"
+            f"{option.LABEL.flag} {taken}=...: a shadow recording sets the {taken!r} label itself"
             + (" (name backends with --label-backend B=NAME)" if taken == "backend" else "")
         )
     return build_plan(

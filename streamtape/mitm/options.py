@@ -12,6 +12,11 @@ addons:
 - report a configuration failure once, through the caller's ``on_error`` or
   mitmproxy's log, and stop the proxy at startup instead of running without
   the addon (:class:`FailLoudly`).
+
+Every ``streamtape`` run imports this module (the ``record`` command's flags
+come from :mod:`.record_options`, which reads its options with these rules),
+so it imports mitmproxy, most of a second's work, only inside the methods
+that talk to a running proxy.
 """
 
 from __future__ import annotations
@@ -20,8 +25,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Optional, cast
-
-from mitmproxy import ctx
 
 from ..errors import OptionError
 
@@ -91,6 +94,8 @@ class FailLoudly:
 
         Such a value stays in ``options.deferred`` and mitmproxy says nothing.
         """
+        from mitmproxy import ctx  # late: see the module docstring
+
         bad = {k: v for k, v in ctx.options.deferred.items() if k.startswith("streamtape_")}
         for name, value in bad.items():
             raw = getattr(value, "val", value)
@@ -107,6 +112,8 @@ class FailLoudly:
             return False
         if not self.on_error:
             log.error(f"streamtape: {self.activity} disabled: {self.failed}")
+        from mitmproxy import ctx  # late: see the module docstring
+
         with contextlib.suppress(Exception):
             ctx.master.shutdown()
         return True

@@ -5,19 +5,16 @@ body piece passes through unchanged; the recording callable only timestamps
 it and appends it. Disk writes happen on the writer thread, never on the
 proxy's event loop.
 
-Options (``--set name=value``):
-
-``streamtape_out``            cassette file to append to (default ``streamtape.tape``)
-``streamtape_all``            record every response, not only streaming ones (default false)
-``streamtape_filter``         a mitmproxy filter expression; only matching flows are recorded
-``streamtape_redact``         redact secrets at record time (default true)
-``streamtape_redact_headers`` more header names to redact (comma separated or repeated)
-``streamtape_redact_query``   more query parameters to redact
-``streamtape_redact_fields``  JSON request-body fields to redact, at any depth
-``streamtape_label``          KEY=VALUE labels stored with every interaction (repeatable)
-
-Booleans take true/false, yes/no, on/off or 1/0; ``--set name`` alone means
-true (the rule both addons share, :func:`streamtape.mitm.options.parse_bool`).
+Options (``--set name=value``): each is declared once, with its default, its
+help and the ``streamtape record`` flag that sets it, in
+:data:`streamtape.mitm.record_options.RECORD_OPTIONS` (``mitmdump -s
+addons/record.py --options`` lists them): the cassette to append to
+(``streamtape_out``), labels, recording every response or only streaming
+ones, a mitmproxy filter expression, and redaction (on by default; more
+headers, query parameters and JSON body fields). Booleans take true/false,
+yes/no, on/off or 1/0, and ``--set name`` alone means true; a list takes
+several values, repeated or comma separated (the rules both addons share,
+:mod:`streamtape.mitm.options`).
 
 Time. The offsets count from the moment the request was handed to the
 upstream (:mod:`streamtape.cassette`). mitmproxy has no hook at that moment,
@@ -52,7 +49,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,8 +66,10 @@ from ..cassette.writer import BackgroundWriter
 from ..errors import CassetteError, OptionError, StreamtapeError
 from ..fmt import summary_line
 from ..wire import UPSTREAM_RESET
+from . import record_options as option
 from .faults import pass_reset_on, upstream_reset
-from .options import FailLoudly, OptStr, parse_bool, split_values
+from .options import FailLoudly
+from .record_options import OPTION_NAMES, RECORD_OPTIONS
 from .websocket import WebSocketRecording, is_upgrade_request
 
 if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
@@ -80,17 +79,6 @@ log = logging.getLogger("streamtape")
 
 STARTUP_HOLD_S = 10.0
 """How long a request that arrives before the ``running`` hook is held at most (normally: milliseconds)."""
-
-OPTION_NAMES = (
-    "streamtape_out",
-    "streamtape_all",
-    "streamtape_filter",
-    "streamtape_redact",
-    "streamtape_redact_headers",
-    "streamtape_redact_query",
-    "streamtape_redact_fields",
-    "streamtape_label",
-)
 
 
 def _headers(fields: http.Headers) -> tuple[tuple[str, str], ...]:
@@ -210,19 +198,11 @@ class RecordAddon(FailLoudly):
     # -- options -------------------------------------------------------------
 
     def load(self, loader: Loader) -> None:
-        loader.add_option("streamtape_out", str, "streamtape.tape", "Cassette file to append recordings to.")
-        # Booleans are declared as optional strings and parsed here: a bool value
-        # mitmproxy cannot convert makes it drop the whole script silently.
-        loader.add_option("streamtape_all", OptStr, "false", "Record every response, not only streaming ones (true/false).")
-        loader.add_option("streamtape_filter", str, "", "Record only flows matching this mitmproxy filter expression.")
-        loader.add_option("streamtape_redact", OptStr, "true", "Redact API keys, tokens and cookies at record time (true/false).")
-        loader.add_option("streamtape_redact_headers", Sequence[str], [], "More header names to redact.")
-        loader.add_option("streamtape_redact_query", Sequence[str], [], "More query parameters to redact.")
-        loader.add_option("streamtape_redact_fields", Sequence[str], [], "JSON request-body fields to redact.")
-        loader.add_option("streamtape_label", Sequence[str], [], "KEY=VALUE label stored with every interaction.")
+        for o in RECORD_OPTIONS:  # declared in streamtape.mitm.record_options, with their flags
+            loader.add_option(o.name, o.typespec, o.mitm_default, o.help)
 
     def configure(self, updated: set[str]) -> None:
-        if not updated & set(OPTION_NAMES):
+        if not updated & OPTION_NAMES:
             return
         try:
             self._configure()
@@ -231,22 +211,22 @@ class RecordAddon(FailLoudly):
 
     def _configure(self) -> None:
         o = ctx.options
-        labels = parse_labels(split_values(o.streamtape_label))
+        labels = parse_labels(option.LABEL.read(o))
         self.filter = None
-        if o.streamtape_filter:
+        if expression := option.FILTER.read(o):
             try:
-                self.filter = flowfilter.parse(o.streamtape_filter)
+                self.filter = flowfilter.parse(expression)
             except ValueError as e:
-                raise OptionError(f"streamtape_filter: invalid filter expression {o.streamtape_filter!r}: {e}") from None
-        self.record_all = parse_bool("streamtape_all", o.streamtape_all)
+                raise OptionError(f"{option.FILTER.name}: invalid filter expression {expression!r}: {e}") from None
+        self.record_all = option.ALL.read(o)
         redaction = Redaction.build(
-            enabled=parse_bool("streamtape_redact", o.streamtape_redact),
-            extra_headers=split_values(o.streamtape_redact_headers),
-            extra_query=split_values(o.streamtape_redact_query),
-            body_fields=split_values(o.streamtape_redact_fields),
+            enabled=option.REDACT.read(o),
+            extra_headers=option.REDACT_HEADERS.read(o),
+            extra_query=option.REDACT_QUERY.read(o),
+            body_fields=option.REDACT_FIELDS.read(o),
         )
-        if not o.streamtape_out:
-            raise OptionError("streamtape_out: no cassette file given")
+        if not option.OUT.read(o):
+            raise OptionError(f"{option.OUT.name}: no cassette file given")
         self.redaction = redaction
         self.labels = labels
         if self._running:
@@ -285,15 +265,15 @@ class RecordAddon(FailLoudly):
 
     def _open(self) -> None:
         """Open (or switch) the cassette and build the recorder; only once the proxy runs."""
-        out = ctx.options.streamtape_out
+        out = option.OUT.read(ctx.options)
         if self.writer is None or str(self.writer.path) != out:
             self._close_writer()
             try:
                 self.writer = BackgroundWriter(out)
             except CassetteError as e:
-                raise OptionError(f"streamtape_out: {e}") from None
+                raise OptionError(f"{option.OUT.name}: {e}") from None
             except OSError as e:
-                raise OptionError(f"streamtape_out: {out}: {e.strerror or e}") from None
+                raise OptionError(f"{option.OUT.name}: {out}: {e.strerror or e}") from None
         self.recorder = Recorder(
             self._defer,
             self.writer.new_id,
