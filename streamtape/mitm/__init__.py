@@ -10,7 +10,9 @@
   :mod:`.direct`, its fast path (matched connections handed to the replay
   server below mitmproxy's HTTP layer);
 - :mod:`.options`: the option rules both addons share (fail loudly, never
-  run on with an addon silently inactive);
+  run on with an addon silently inactive), and :mod:`.record_options`, each
+  record option declared once (the ``--set`` name, and the ``streamtape
+  record`` flag derived from it);
 - :mod:`.proxy`: :func:`~.proxy.run_proxy`, mitmproxy run in this process.
 
 This face imports nothing of mitmproxy's: importing mitmproxy costs a
