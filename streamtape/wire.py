@@ -1,15 +1,23 @@
 """HTTP/1.1 wire details, in one place. Pure code: values in, bytes out, no I/O.
 
 Every driver that puts a replayed response on the wire (the replay server,
-the ``requests`` adapter's fake socket) and every piece of code that builds or
-reads a response's headers (profiles, the in-process transports) uses this
-module, so a rule of the protocol is written down once:
+the ``requests`` adapter's fake socket), every piece of code that builds or
+reads a response's headers (profiles, the in-process transports) and every
+one that writes or measures a request head (the replay proxy's pass-on, the
+HAR export) uses this module, so a rule of the protocol is written down once:
 
 * **Header lookup** is case-insensitive and takes the first value
   (:func:`header_value`).
 * **Hop-by-hop headers** (RFC 9110 7.6.1) describe one connection, not the
-  response: a replayer never forwards the recorded ones (:data:`HOP_BY_HOP`,
-  :func:`end_to_end`).
+  message: they are never carried over to another hop, and neither are the
+  framing headers, which each hop writes for the body it sends
+  (:data:`HOP_BY_HOP`, :data:`FRAMING_HEADERS`, the two together
+  :data:`NOT_FORWARDED`, :func:`end_to_end`). This is the one list: the
+  replay, the replay proxy's pass-on and the shadow's request all use it.
+* **Message heads** have one writer, :func:`message_head` (a start line, the
+  header lines, the blank line), with :func:`request_head` and
+  :func:`status_head` for the two start lines; :func:`response_head` is the
+  replay's own response built on it.
 * **Framing headers** (``Content-Length``, ``Transfer-Encoding``) have one
   owner, :func:`framing_headers`: every other module gets them from there,
   for the :class:`Framing` it actually sends. A recorded ``Content-Length``
@@ -50,6 +58,7 @@ __all__ = [
     "FRAMING_HEADERS",
     "HOP_BY_HOP",
     "LAST_CHUNK",
+    "NOT_FORWARDED",
     "PROFILE_HEADER",
     "UPSTREAM_RESET",
     "ErrorType",
@@ -65,9 +74,12 @@ __all__ = [
     "has_no_body",
     "header_value",
     "keeps_alive",
+    "message_head",
     "reason_phrase",
     "replay_framing",
+    "request_head",
     "response_head",
+    "status_head",
     "status_line",
 ]
 
@@ -117,12 +129,19 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-"""Hop-by-hop header names (RFC 9110 7.6.1, lower case): never replayed as recorded."""
+"""Hop-by-hop header names (lower case): ``Connection`` and the ones RFC 9110 7.6.1
+names (``Proxy-Connection``, which old clients still send, RFC 7230 A.1.2; ``Keep-Alive``,
+``TE``, ``Transfer-Encoding``, ``Upgrade``), and the rest of RFC 2616 13.5.1's list
+(``Proxy-Authenticate``, ``Proxy-Authorization``, ``Trailers`` and, as its errata spell
+it, ``Trailer``). Never replayed as recorded, never passed on."""
 
 FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
 """The headers :func:`framing_headers` owns (lower case)."""
 
-_NOT_FORWARDED = HOP_BY_HOP | FRAMING_HEADERS
+NOT_FORWARDED = HOP_BY_HOP | FRAMING_HEADERS
+"""What a message never carries over to the next hop (lower case): its connection's
+headers and its body's framing, which the next hop writes for its own connection and
+the body it sends (:func:`end_to_end`)."""
 
 LAST_CHUNK = b"0\r\n\r\n"
 """The zero-size chunk and the empty trailer section that end a chunked body."""
@@ -146,8 +165,9 @@ def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
 
 
 def end_to_end(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``headers`` without hop-by-hop and framing headers: what a replay may pass on."""
-    return [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED]
+    """``headers`` without hop-by-hop and framing headers (:data:`NOT_FORWARDED`): what a
+    replay, or a request passed on, may carry over."""
+    return [(k, v) for k, v in headers if k.lower() not in NOT_FORWARDED]
 
 
 def framing_headers(framing: str, content_length: int | None = None) -> list[tuple[str, str]]:
@@ -278,6 +298,34 @@ def body_end(framing: str) -> bytes:
 # --------------------------------------------------------------------------- heads and bodies
 
 
+def message_head(start_line: str, headers: Iterable[tuple[str, str]]) -> bytes:
+    """An HTTP/1.x message head: ``start_line``, one ``Name: value`` line per header in
+    order, each ending CRLF, then the blank line. The one writer of heads.
+
+    Latin-1, the octets the reader decoded them from (a character outside it becomes
+    ``?``, one byte, so a size computed from the head stays the size). Headers are
+    written as given: callers pass headers a parser already checked, or heads that are
+    only measured (a HAR ``headersSize``).
+    """
+    lines = [start_line, *(f"{k}: {v}" for k, v in headers)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+def request_head(method: str, target: str, headers: Iterable[tuple[str, str]],
+                 version: str = "HTTP/1.1") -> bytes:
+    """A request head: ``METHOD target version`` and ``headers`` (:func:`message_head`)."""
+    return message_head(f"{method} {target} {version}", headers)
+
+
+def status_head(status: int, reason: str, headers: Iterable[tuple[str, str]],
+                version: str = "HTTP/1.1") -> bytes:
+    """A response head with the status line as it was: ``version status reason``, the
+    reason as given (a recorded one, even empty: RFC 9112 4 keeps the space before an
+    empty reason). For the replay's own heads, with the standard reason, see
+    :func:`response_head`."""
+    return message_head(f"{version} {status} {reason}", headers)
+
+
 def response_head(
     status: int,
     reason: str,
@@ -307,12 +355,10 @@ def response_head(
         declared = None
     if used is Framing.CLOSE_DELIMITED:
         keep_alive = False
-    lines = [status_line(status, reason)]
-    lines += [f"{k}: {v}" for k, v in end_to_end(headers)]
-    lines += [f"{k}: {v}" for k, v in framing_headers(used, declared)]
+    sent = end_to_end(headers) + framing_headers(used, declared)
     if not keep_alive:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"), used, keep_alive
+        sent.append(("Connection", "close"))
+    return message_head(status_line(status, reason), sent), used, keep_alive
 
 
 def error_body(message: str, type_: str = ErrorType.NO_MATCH) -> bytes:

@@ -71,7 +71,7 @@ from ..cassette.model import (
 from ..cassette.pieces import Piece
 from ..cassette.records import decode_close, decode_setup, encode_close, encode_setup
 from ..errors import InteropError
-from ..wire import header_value
+from ..wire import header_value, request_head, status_head
 from .common import (
     Imported,
     Malformed,
@@ -382,12 +382,9 @@ def _pairs(items: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in items]
 
 
-def _head_size(first_line: str, headers: Headers, version: str) -> int:
-    """The bytes of an HTTP/1.x head (-1, "unknown", for HTTP/2 and 3: HPACK/QPACK sizes vary)."""
-    if not version.upper().startswith("HTTP/1"):
-        return -1
-    lines = [first_line, *(f"{k}: {v}" for k, v in headers)]
-    return len(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace"))
+def _head_size(version: str, head: bytes) -> int:
+    """The bytes of an HTTP/1.x ``head`` (-1, "unknown", for HTTP/2 and 3: HPACK/QPACK sizes vary)."""
+    return len(head) if version.upper().startswith("HTTP/1") else -1
 
 
 def _content(body: bytes, headers: Headers, notes: Notes, n: int) -> tuple[dict[str, Any], bytes]:
@@ -446,7 +443,7 @@ def entry(ix: Interaction, n: int, notes: Notes) -> dict[str, Any]:
         "cookies": [],
         "headers": _pairs(rq.headers),
         "queryString": _pairs(parse_qsl(parts.query, keep_blank_values=True)),
-        "headersSize": _head_size(f"{rq.method} {target} {rq.http_version}", rq.headers, rq.http_version),
+        "headersSize": _head_size(rq.http_version, request_head(rq.method, target, rq.headers, rq.http_version)),
         "bodySize": len(rq.body),
     }
     if rq.body:
@@ -480,7 +477,7 @@ def entry(ix: Interaction, n: int, notes: Notes) -> dict[str, Any]:
             "headers": _pairs(r.headers),
             "content": content,
             "redirectURL": r.header("location") or "",
-            "headersSize": _head_size(f"{r.http_version} {r.status} {r.reason}", r.headers, r.http_version),
+            "headersSize": _head_size(r.http_version, status_head(r.status, r.reason, r.headers, r.http_version)),
             "bodySize": len(body),
         }
         head_at = r.headers_at_ns

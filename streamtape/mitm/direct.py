@@ -59,11 +59,10 @@ from mitmproxy.proxy.mode_specs import RegularMode
 from ..match.matcher import Matcher
 from ..serve import ReplayServer
 from ..serve.request import HTTPRequest, peek_request
-from ..wire import HOP_BY_HOP, header_value
+from ..wire import Framing, end_to_end, framing_headers, header_value, request_head
 
 __all__ = ["DirectRoutes", "Origin", "pass_on", "take_socket", "tls_context"]
 
-_NOT_PASSED = HOP_BY_HOP | {"content-length", "transfer-encoding", "proxy-connection"}
 _RELAY_READ = 65536
 
 
@@ -271,14 +270,13 @@ async def pass_on(req: HTTPRequest, origin: Origin, writer: asyncio.StreamWriter
     The answer is relayed as it arrives, its head marked ``Connection: close``:
     it ends when the proxy closes, and so does the client's connection (False).
     """
-    lines = [f"{req.method} {origin.url(req.target)} HTTP/1.1"]
-    lines += [f"{k}: {v}" for k, v in req.headers if k.lower() not in _NOT_PASSED]
+    headers = end_to_end(req.headers)  # the body goes as read: de-chunked, its length declared
     if req.body or header_value(req.headers, "content-length") is not None:
-        lines.append(f"Content-Length: {len(req.body)}")
-    lines.append("Connection: close")
+        headers += framing_headers(Framing.CONTENT_LENGTH, len(req.body))
+    headers.append(("Connection", "close"))
     reader, upstream = await asyncio.open_connection(*origin.proxy)
     try:
-        upstream.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + req.body)
+        upstream.write(request_head(req.method, origin.url(req.target), headers) + req.body)
         head = await reader.readuntil(b"\r\n\r\n")
         writer.write(_closing(head))
         while data := await reader.read(_RELAY_READ):

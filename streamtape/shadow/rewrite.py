@@ -30,14 +30,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..capture.redaction import DEFAULT_REDACT_QUERY
 from ..cassette.model import REDACTED, Headers, Request
-from ..wire import HOP_BY_HOP, header_value
+from ..wire import NOT_FORWARDED, header_value
 from .chat_mapping import JsonObject, Unmappable, translate
 from .targets import ShadowTarget
 
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
 """Request headers that carry the client's credentials for the primary."""
 CREDENTIAL_QUERY = frozenset(DEFAULT_REDACT_QUERY)
-_LEFT_TO_CLIENT = HOP_BY_HOP | {"host", "content-length", "transfer-encoding"}
+_LEFT_TO_CLIENT = NOT_FORWARDED | {"host"}
+"""What the shadow's HTTP client writes for its own connection and body, and the
+shadow's ``Host`` (lower case)."""
 
 
 @dataclass(frozen=True)
