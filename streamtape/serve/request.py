@@ -3,9 +3,11 @@
 The replay server answers SDKs, curl and test clients, never browsers or
 proxies, so this is a small strict reader rather than a general parser: a
 request line, header lines, then a body framed by ``Content-Length`` or
-``Transfer-Encoding: chunked`` (trailers skipped), with ``Expect:
-100-continue`` answered. The head is parsed by the pure :func:`parse_head`;
-only :func:`read_request` touches the stream.
+``Transfer-Encoding: chunked`` (trailers checked, then discarded), with
+``Expect: 100-continue`` answered. The head is parsed by the pure
+:func:`parse_head`; only :func:`read_request` touches the stream. h11 reads the
+same bytes in ``tests/unit/test_request_reader_h11.py``, which lists where the
+two answer differently and why.
 
 The server sits on a port anything can connect to (a load test gone wrong, a
 TLS client pointed at ``http://``, a port scanner), so every way a request can
@@ -16,8 +18,10 @@ server closes that connection and goes on serving the others:
 what came                                                   answer
 =========================================================  ==========
 a TLS handshake (the first byte is ``0x16``)                close, no answer
-a malformed request line or header line, a bare CR or LF,   400
-a NUL, an obsolete line fold, a header name with a space
+a malformed request line, header line or trailer line, a    400
+bare CR or LF, a NUL, an obsolete line fold, a header name
+with a space, a space or control character in the target
+an HTTP/1.1 request without ``Host``, or any with several   400
 ``Content-Length`` that is not digits, several that differ, 400
 or one beside ``Transfer-Encoding``; a transfer coding
 other than ``chunked``; a malformed chunk
@@ -70,6 +74,10 @@ _TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a ClientHello
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """An HTTP token (RFC 9110 5.6.2): methods and header names."""
 _BAD_IN_HEAD = re.compile(r"[\r\n\x00]")
+_TARGET = re.compile(r"[\x21-\x7e\x80-\xff]+")
+"""A request target: visible ASCII (RFC 9112 3.2), and raw non-ASCII bytes (a UTF-8 path
+some clients send unencoded), read as Latin-1; never a space, a tab or a control
+character, which another parser could take for the end of the target."""
 _VERSION = re.compile(r"HTTP/\d\.\d")
 _DIGITS = re.compile(r"[0-9]+")
 _CHUNK_LINE = re.compile(rb"[0-9A-Fa-f]+(?:[ \t]*;[^\r\n\x00]*)?\r\n")
@@ -121,21 +129,28 @@ def parse_head(raw: bytes) -> HTTPRequest:
     """
     lines = raw.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
-    if (len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]
+    if (len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not _TARGET.fullmatch(parts[1])
             or not _VERSION.fullmatch(parts[2]) or _BAD_IN_HEAD.search(lines[0])):
         raise BadRequest(f"bad request line {lines[0][:80]!r}")
     if parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
         raise BadRequest(f"{parts[2]} is not supported: this server speaks HTTP/1.1", 505)
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        k, sep, v = line.partition(":")
-        if not sep or not _TOKEN.fullmatch(k) or _BAD_IN_HEAD.search(v):
-            # No colon, a space before it, an obsolete line fold (leading space), a bare CR or LF.
-            raise BadRequest(f"bad header line {line[:80]!r}")
-        headers.append((k, v.strip(" \t")))
+    headers = [_field(line, "header") for line in lines[1:] if line]
+    hosts = sum(1 for k, _ in headers if k.lower() == "host")
+    # RFC 9112 3.2: a server MUST answer 400 to either.
+    if hosts > 1:
+        raise BadRequest("several Host headers")
+    if hosts == 0 and parts[2] == "HTTP/1.1":
+        raise BadRequest("an HTTP/1.1 request without a Host header")
     return HTTPRequest(parts[0].upper(), parts[1], parts[2], headers)
+
+
+def _field(line: str, what: str) -> tuple[str, str]:
+    """One header (or trailer) line as a name and a value. Raises :class:`BadRequest`."""
+    k, sep, v = line.partition(":")
+    if not sep or not _TOKEN.fullmatch(k) or _BAD_IN_HEAD.search(v):
+        # No colon, a space before it, an obsolete line fold (leading space), a bare CR or LF.
+        raise BadRequest(f"bad {what} line {line[:80]!r}")
+    return k, v.strip(" \t")
 
 
 def body_length(req: HTTPRequest) -> int | None:
@@ -249,12 +264,14 @@ async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
             raise BadRequest(f"bad chunk size {line[:40]!r} in request body")
         size = chunk_size(line)
         if size == 0:
-            # Trailers (bounded like a head), then the blank line.
+            # Trailers (bounded like a head, checked like header lines, then discarded),
+            # then the blank line.
             trailers = 0
             while (line := await _line(reader)) != b"\r\n":
                 trailers += len(line)
                 if trailers > MAX_HEAD:
                     raise BadRequest(f"request trailers over {MAX_HEAD // 1024} KiB", 431)
+                _field(line[:-2].decode("latin-1"), "trailer")
             return b"".join(parts)
         total += size
         if total > max_body:
