@@ -6,8 +6,12 @@ import json
 
 import pytest
 
+from streamtape.serve.request import parse_head
 from streamtape.wire import (
+    FRAMING_HEADERS,
+    HOP_BY_HOP,
     LAST_CHUNK,
+    NOT_FORWARDED,
     ErrorType,
     Framing,
     body_end,
@@ -19,9 +23,12 @@ from streamtape.wire import (
     framing_headers,
     header_value,
     keeps_alive,
+    message_head,
     reason_phrase,
     replay_framing,
+    request_head,
     response_head,
+    status_head,
 )
 
 
@@ -53,6 +60,37 @@ def test_recorded_hop_by_hop_and_framing_headers_are_never_passed_on() -> None:
                 ("Keep-Alive", "timeout=5"), ("Transfer-Encoding", "chunked"),
                 ("Content-Length", "99"), ("TE", "trailers"), ("X-Request-Id", "r1")]
     assert end_to_end(recorded) == [("Content-Type", "text/event-stream"), ("X-Request-Id", "r1")]
+
+
+def test_proxy_connection_is_hop_by_hop_and_nothing_else_is_dropped() -> None:
+    assert "proxy-connection" in HOP_BY_HOP
+    assert NOT_FORWARDED == HOP_BY_HOP | FRAMING_HEADERS
+    sent = [("Host", "api.test"), ("Proxy-Connection", "keep-alive"), ("Upgrade", "h2c"),
+            ("Proxy-Authorization", "Basic eA=="), ("Trailer", "X-Sum"), ("Authorization", "Bearer k")]
+    assert end_to_end(sent) == [("Host", "api.test"), ("Authorization", "Bearer k")]
+
+
+def test_a_request_head_is_its_line_its_headers_in_order_and_a_blank_line() -> None:
+    head = request_head("POST", "/v1/chat", [("Host", "h"), ("x-b", "2"), ("X-A", "1")])
+    assert head == b"POST /v1/chat HTTP/1.1\r\nHost: h\r\nx-b: 2\r\nX-A: 1\r\n\r\n"
+    assert request_head("GET", "http://h/x", [], "HTTP/1.0") == b"GET http://h/x HTTP/1.0\r\n\r\n"
+
+
+def test_the_request_reader_reads_back_what_the_head_writer_wrote() -> None:
+    headers = [("Host", "h"), ("Content-Type", "caf\u00e9; q=1"), ("X-Empty", "")]
+    req = parse_head(request_head("PUT", "/a?b=c", headers)[:-4])
+    assert (req.method, req.target, req.version, req.headers) == ("PUT", "/a?b=c", "HTTP/1.1", headers)
+
+
+def test_a_status_head_keeps_the_recorded_version_and_reason_even_empty() -> None:
+    assert status_head(200, "Fine", [("A", "1")], "HTTP/1.0") == b"HTTP/1.0 200 Fine\r\nA: 1\r\n\r\n"
+    assert status_head(599, "", []) == b"HTTP/1.1 599 \r\n\r\n", "RFC 9112 4: SP before the reason"
+
+
+def test_a_head_is_latin1_and_a_character_outside_it_is_one_byte() -> None:
+    head = message_head("GET / HTTP/1.1", [("X", "caf\u00e9 \u20ac")])
+    assert head == b"GET / HTTP/1.1\r\nX: caf\xe9 ?\r\n\r\n"
+    assert len(head) == len("GET / HTTP/1.1\r\nX: caf\u00e9 \u20ac\r\n\r\n")
 
 
 def test_header_lookup_is_case_insensitive_and_takes_the_first_value() -> None:
