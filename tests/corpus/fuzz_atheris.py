@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing of the SSE / NDJSON parsers and every normalizer with atheris.
 
-    .venv/bin/python tests/corpus/fuzz_atheris.py -runs=20000      (tests/test_sse.py runs it)
+    .venv/bin/python -m tests.corpus.fuzz_atheris -runs=20000      (tests/system/test_fuzz_harnesses.py runs it)
 
 Each input is split into a body and cut points. Checked: nothing raises; the
 SSE events are the same fed whole, fed in pieces, and per the literal reference
@@ -11,11 +11,8 @@ analyze() under every shape gives the same text whole and in pieces.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import atheris
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
     from streamtape import Interaction, Piece, Request, Response

@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing of the cassette reader with atheris.
 
-    .venv/bin/python tests/corpus/fuzz_cassette.py -runs=4000 SEED_DIR   (tests/test_cassette_fuzz.py runs it)
+    .venv/bin/python -m tests.corpus.fuzz_cassette -runs=4000 SEED_DIR   (tests/system/test_fuzz_harnesses.py runs it)
 
 Each input is written to a file and read all the way through (every interaction,
 its body and pieces, a session's messages) under tracemalloc. Checked: the only
@@ -18,8 +18,6 @@ import tracemalloc
 from pathlib import Path
 
 import atheris
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
     from streamtape import CassetteError

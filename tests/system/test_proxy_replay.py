@@ -21,11 +21,11 @@ import pytest
 import streamtape
 from streamtape.errors import OptionError
 from streamtape.mitm.options import parse_bool
+from tests.support import ROOT
 from tests.support.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
 from tests.support.recording import STREAMTAPE, start_listening
 from tests.support.servers import ScriptedServer, content_length, raw_request
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 TEXT = "".join(e.decode() for e in EVENTS)
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -181,9 +179,3 @@ def test_check_bad_input_exits_2(tapes, tmp_path, capsys):
     assert code == 2 and out == "" and err.startswith("streamtape: error: ") and "junk.tape" in err
     code, _, err = run(["check", str(tmp_path / "missing.tape")], capsys)
     assert code == 2 and "missing.tape" in err
-
-
-def test_check_console_script_exit_status(tapes):
-    r = subprocess.run([sys.executable, "-m", "streamtape.cli", "check", str(tapes["bad"])],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "finish-length" in r.stdout

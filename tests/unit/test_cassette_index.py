@@ -1,5 +1,5 @@
 """Cassettes read through their record table: the index record, lazy interactions and
-pieces, compact pieces, and a replay server that keeps a large cassette on disk."""
+pieces, compact pieces (the replay server of a large cassette: tests/system/test_cassette_index.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import json
 import os
 import pickle
 import random
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import msgpack
@@ -30,11 +27,8 @@ from streamtape.cassette.writer import CassetteWriter
 from streamtape.errors import NoMatchError
 from streamtape.match.indexed import CassetteChain, IndexedMatcher, interactions_of, matcher_for
 from streamtape.match.matcher import Matcher
-from streamtape.serve import ReplayServer
+from tests.support import ROOT
 from tests.support.builders import MS, chat_ix, interaction, sse
-from tests.support.recording import STREAMTAPE, start_listening
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def numbered(k: int, pieces: int = 5) -> Interaction:
@@ -308,43 +302,6 @@ def test_the_indexed_matcher_answers_every_request_as_the_matcher_does(
     assert plain.used == indexed.used and plain.received == indexed.received
 
 
-def test_a_replay_server_of_a_large_cassette_matches_without_holding_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import streamtape.match.indexed as mi
-
-    monkeypatch.setattr(mi, "INDEXED_MATCH_MIN", 50)
-    p = tmp_path / "big.tape"
-    write(p, [numbered(k, pieces=3) for k in range(200)])
-    cas = streamtape.load(p)
-    with ReplayServer(cas, profile="instant") as srv:
-        assert isinstance(srv.matcher, IndexedMatcher)
-        want = numbered(137, pieces=3)
-        req = urllib.request.Request(srv.url + "/v1/chat/completions", data=want.request.body, method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            assert r.read() == want.response.body  # type: ignore[union-attr]
-        bad = urllib.request.Request(srv.url + "/v1/chat/completions", data=b'{"model": "nope"}', method="POST")
-        with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(bad, timeout=10)
-        assert e.value.code == 404 and b"closest is #" in e.value.read()
-    assert srv.matcher.used[137] == 1 and sum(srv.matcher.used) == 1
-
-
-@pytest.mark.slow
-def test_streamtape_serve_answers_from_an_indexed_cassette_of_6000_interactions(tmp_path: Path) -> None:
-    p = tmp_path / "many.tape"
-    write(p, [numbered(k, pieces=2) for k in range(6000)])
-    proc, url = start_listening([*STREAMTAPE, "serve", str(p), "--port", "0", "--profile", "instant"],
-                                r"on http://(\S+)")
-    try:
-        for k in (0, 5999, 3000):
-            want = numbered(k, pieces=2)
-            req = urllib.request.Request(url + "/v1/chat/completions", data=want.request.body, method="POST")
-            with urllib.request.urlopen(req, timeout=30) as r:
-                assert r.read() == want.response.body  # type: ignore[union-attr]
-    finally:
-        proc.send_signal(2)
-        proc.communicate(timeout=30)
-
-
 def test_request_digests_follow_matching_not_the_bytes() -> None:
     d = request_digest
     assert d("post", "http://a/x?b=2&a=1", b'{"a": 1, "b": [true, 2.0]}') == d(
@@ -388,16 +345,3 @@ def test_a_cassette_written_by_the_previous_streamtape_loads_unchanged(tmp_path:
         Response(200, "OK", pieces=(Piece(10, b"ab"), Piece(15, b"cdef")), headers_at_ns=5),
         end_ns=20, labels={"x": "y"},
     )
-
-
-@pytest.mark.slow
-def test_bench_cassette_runs_on_a_small_cassette(tmp_path: Path) -> None:
-    """bench/cassette.py end to end on a 2 MiB cassette (its figures are not checked here)."""
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "cassette.py"), "--size-mib", "2", "--baseline-mib", "1",
-         "--runs", "1", "--dir", str(tmp_path), "--no-old"],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    for word in ("writer", "show (listing", "show -i", "serve", "load(", "without the index"):
-        assert word in r.stdout, r.stdout

@@ -1,15 +1,11 @@
-"""``streamtape play`` and ``streamtape profiles``."""
+"""``streamtape play`` and ``streamtape profiles``: the plan, its timing, the command in-process
+(the command as a process of its own: tests/system/test_play.py)."""
 
 from __future__ import annotations
 
 import io
-import itertools
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,12 +13,10 @@ import pytest
 import streamtape
 from streamtape import Interaction
 from streamtape.commands.play import plan, run
-from streamtape.commands.profiles import listing
 from streamtape.profiles import ADVERSARIAL, PRESETS, parse_profile
 from tests.support import builders
 from tests.support.builders import MS, interaction
 
-ROOT = Path(__file__).resolve().parent.parent
 OPENAI = "https://api.openai.com/v1/chat/completions"
 
 
@@ -80,12 +74,6 @@ def cassette(tmp_path: Path) -> Path:
     streamtape.save(path, [openai_chat(), tool_call_chat(), ollama_chat(), binary(),
                            openai_chat(outcome="upstream_closed", words=("half", " an answ"))])
     return path
-
-
-def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "streamtape.cli", *args], capture_output=True,
-                          timeout=timeout, env=env, cwd=ROOT)
 
 
 def main(capsysbinary: pytest.CaptureFixture[bytes], *args: str) -> tuple[int, bytes, str]:
@@ -162,30 +150,7 @@ def test_run_keeps_the_recorded_timing():
 
 
 # --------------------------------------------------------------------------
-# The real CLI
-
-
-def test_play_cli_writes_the_answer_then_one_summary_line(cassette: Path):
-    r = cli("play", str(cassette), "--profile", "instant")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.decode() == "Héllo wörld!\n"
-    lines = r.stderr.decode().splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith("#0 POST /v1/chat/completions 200 (openai-chat) profile instant: 6 pieces")
-    assert lines[0].endswith("ended cleanly")
-
-
-def test_play_cli_raw_writes_exactly_the_recorded_bytes(cassette: Path):
-    r = cli("play", str(cassette), "-i", "3", "--raw", "--profile", "instant")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == b"\x00\x01plain bytes\xff"
-
-
-def test_play_cli_reports_a_recorded_cut(cassette: Path):
-    r = cli("play", str(cassette), "-i", "4", "--profile", "instant")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.decode() == "half an answ\n"
-    assert r.stderr.decode().rstrip().endswith("cut (no clean end)")
+# The CLI entry point, in-process
 
 
 @pytest.mark.parametrize(
@@ -206,45 +171,6 @@ def test_play_cli_user_mistakes_are_one_line_and_exit_2(cassette: Path, args: li
 def test_play_cli_missing_file_is_one_line(tmp_path: Path, capsysbinary):
     code, _, err = main(capsysbinary, "play", str(tmp_path / "nope.tape"))
     assert code == 2 and err.count("\n") == 1 and "nope.tape" in err
-
-
-@pytest.mark.realtime
-@pytest.mark.slow
-def test_play_cli_streams_in_real_time(tmp_path: Path):
-    path = tmp_path / "slow.tape"
-    streamtape.save(path, [openai_chat(words=("one", " two", " three"), gap_ms=250)])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "streamtape.cli", "play", str(path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
-    arrivals = []
-    assert proc.stdout is not None
-    while True:
-        data = os.read(proc.stdout.fileno(), 100)
-        if not data:
-            break
-        arrivals.append((time.perf_counter(), data))
-    proc.wait(timeout=30)
-    words = [d for _, d in arrivals if d.strip()]
-    assert words[:3] == [b"one", b" two", b" three"]
-    times = [t for t, d in arrivals if d.strip()]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert all(0.15 < g < 0.45 for g in gaps[:2]), gaps
-
-
-def test_profiles_cli_lists_presets_the_adversarial_set_and_the_syntax(capsysbinary):
-    r = cli("profiles")
-    assert r.returncode == 0
-    out = r.stdout.decode()
-    assert out.strip() == listing().strip()
-    for name in PRESETS:
-        assert f"  {name} " in out
-    for name in ADVERSARIAL:
-        assert f"adversarial:{name}" in out
-    assert "chunk=" in out and "latency=" in out and "fault=" in out and "seed=N" in out
-    code, out_json, _ = main(capsysbinary, "profiles", "--json")
-    assert code == 0
-    j = json.loads(out_json)
-    assert j == {"presets": PRESETS, "adversarial": ADVERSARIAL}
 
 
 def test_profiles_cli_checks_a_profile(capsysbinary):

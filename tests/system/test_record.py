@@ -17,6 +17,7 @@ import pytest
 
 import streamtape
 from streamtape import Cassette, CassetteError
+from tests.support import ROOT
 from tests.support.builders import chat_events, sse, wait_until
 from tests.support.recording import STREAMTAPE, recording, start_listening
 from tests.support.servers import (
@@ -307,7 +308,7 @@ def test_sigkill_leaves_every_finished_interaction_readable_and_marks_the_unfini
 
 def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
     mitmdump = Path(sys.executable).parent / "mitmdump"
-    addon = Path(__file__).parents[1] / "addons" / "record.py"
+    addon = ROOT / "addons" / "record.py"
     out = tmp_path / "m.tape"
     with ScriptedServer({"/s": sse_events(TWENTY[:6], gap=0.01)}) as up:
         proc, url = start_listening(
@@ -337,7 +338,7 @@ def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
 )
 def test_mitmdump_stops_loudly_on_a_bad_option(setting: str, message: str, tmp_path: Path) -> None:
     mitmdump = Path(sys.executable).parent / "mitmdump"
-    addon = Path(__file__).parents[1] / "addons" / "record.py"
+    addon = ROOT / "addons" / "record.py"
     p = subprocess.run(
         [str(mitmdump), "-q", "-s", str(addon), "--listen-host", "127.0.0.1", "-p", "0", "--set", setting],
         capture_output=True, text=True, timeout=30, cwd=tmp_path,

@@ -18,11 +18,12 @@ from streamtape.cassette.model import Interaction, Outcome
 from streamtape.interop import SYNTHETIC_TIMING_NOTE, Source, synthetic_timing
 from streamtape.interop import files as interop_files
 from streamtape.profiles import parse_profile
+from tests.support import ROOT
 from tests.support import interop_capture as cap
 from tests.support.builders import MS
 from tests.support.recording import run_main
 
-SHIPPED = Path(__file__).resolve().parent.parent / "cassettes" / "test-server.tape"
+SHIPPED = ROOT / "cassettes" / "test-server.tape"
 
 
 @dataclass

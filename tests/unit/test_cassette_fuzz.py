@@ -11,13 +11,12 @@ map is one byte on disk and a 64-byte dict in memory), never more than that.
 Hypothesis drives random files, truncated and bit-flipped cassettes (with and
 without an index, with WebSocket sessions) and length fields that claim gigabytes
 anywhere a length can be; ``tests/corpus/fuzz_cassette.py`` runs the same checks
-under atheris, coverage-guided (a bounded number of runs here, so CI runs it).
+under atheris, coverage-guided (tests/system/test_fuzz_harnesses.py runs it a bounded
+number of times, so CI runs it).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -27,14 +26,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import streamtape
-from streamtape import CassetteError, Interaction
-from streamtape.cassette.model import Direction, Message, WebSocketSession
+from streamtape import CassetteError
 from streamtape.cassette.records import interaction_records
-from streamtape.cassette.writer import CassetteWriter
-from tests.support.builders import MS, chat_ix, interaction, sse
-from tests.support.cassette_reading import MEMORY_FACTOR, MEMORY_FIXED, read_everything
+from tests.support.builders import chat_ix
+from tests.support.cassette_reading import (
+    MEMORY_FACTOR,
+    MEMORY_FIXED,
+    cassette_bytes,
+    originals,
+    read_everything,
+)
 
-HERE = Path(__file__).parent
 HEADER = msgpack.packb({"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1.0})
 
 
@@ -53,35 +55,6 @@ def outcome(path: Path) -> tuple[streamtape.Cassette | None, int]:
     size = path.stat().st_size
     assert peak <= MEMORY_FACTOR * size + MEMORY_FIXED, f"{peak} bytes for a {size}-byte file"
     return cas, peak
-
-
-def session() -> Interaction:
-    ws = WebSocketSession(
-        (Message(5 * MS, Direction.CLIENT, True, b'{"type":"response.create"}', (26,)),
-         Message(9 * MS, Direction.SERVER, True, b'{"type":"response.done"}'),
-         Message(12 * MS, Direction.SERVER, False, b"\x00\x01")),
-        1000, "bye", Direction.CLIENT,
-    )
-    base = interaction([], status=101, reason="Switching Protocols", framing="none", content_type=None,
-                       method="GET", url="https://h.test/v1/realtime", body=b"")
-    return Interaction(base.request, base.response, end_ns=20 * MS, websocket=ws)
-
-
-def originals() -> list[Interaction]:
-    return [
-        chat_ix(tag="a"),
-        interaction([sse({"i": i}) for i in range(4)], outcome="upstream_closed", error="cut"),
-        Interaction(chat_ix().request, None, "upstream_error", "refused", 3),
-        session(),
-    ]
-
-
-def cassette_bytes(tmp: Path, index: bool) -> bytes:
-    p = tmp / ("idx.tape" if index else "plain.tape")
-    if not p.exists():
-        with CassetteWriter(p, index_min_bytes=0 if index else 1 << 62) as w:
-            w.write([r for ix in originals() for r in interaction_records(ix, w.new_id())])
-    return p.read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -177,24 +150,3 @@ def test_a_length_claiming_gigabytes_is_refused_before_anything_is_allocated(tmp
         assert peak < 1024 * 1024, (kind, place, peak)
         if cas is not None:  # read as a torn last record: what came before it, and a warning
             assert cas.warnings and "torn last record" in cas.warnings[0], (kind, place)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    sys.version_info < (3, 12),
-    reason="on Python 3.11 atheris once ended a CI run with libFuzzer's 'fuzz target exited' on an "
-    "input that reads cleanly when replayed (a harness flake, not a reader finding); the reader "
-    "is the same code on every Python and is fuzzed on 3.12+",
-)
-def test_atheris_finds_no_other_exception_and_no_memory_beyond_the_bound(tmp_path: Path) -> None:
-    pytest.importorskip("atheris")
-    seeds = tmp_path / "seeds"
-    seeds.mkdir()
-    for index in (False, True):
-        (seeds / f"seed{int(index)}.tape").write_bytes(cassette_bytes(tmp_path, index))
-    harness = HERE / "corpus" / "fuzz_cassette.py"
-    r = subprocess.run([sys.executable, str(harness), "-runs=10000", "-seed=1", "-max_len=4096",
-                        f"-artifact_prefix={tmp_path}/", str(seeds)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "Done 10000 runs" in r.stderr

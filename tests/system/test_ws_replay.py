@@ -1,16 +1,15 @@
 """WebSocket replay: ``streamtape serve`` plays a recorded session to a real client.
 
 The session is a Realtime API conversation in the event shapes of the public
-reference (session.created, session.update / updated, conversation.item.create
-/ added, response.create, response.created, response.output_text.delta ...,
-response.done), with realistic gaps, built with the cassette model and saved.
+reference, with realistic gaps, built with the cassette model
+(tests/support/realtime_session.py) and saved.
 It is replayed into a ``websockets`` client, a raw client on wsproto (to see
 frames and pings on the wire), and the openai SDK's realtime client
 (``client.realtime.connect`` with ``websocket_base_url=``), faithfully and
 under the message profiles; then a mismatched client message and each fault.
 
-The schedule itself (pure) is checked without sockets first, so the socket
-tests only check that the server keeps it: lower bounds on timing (a server
+The schedule itself (pure) is checked without sockets in tests/unit/test_ws_replay.py, so the
+socket tests here only check that the server keeps it: lower bounds on timing (a server
 message never arrives before its recorded delay after the client message it
 answers), generous upper bounds only where a test needs to tell two things apart.
 """
@@ -32,7 +31,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 from wsproto import ConnectionType, WSConnection
-from wsproto.connection import Connection, ConnectionState
+from wsproto.connection import ConnectionState
 from wsproto.events import (
     AcceptConnection,
     BytesMessage,
@@ -45,120 +44,30 @@ from wsproto.events import (
 import streamtape
 from streamtape.cassette.model import (
     Direction,
-    Interaction,
     Message,
-    Outcome,
-    Response,
-    WebSocketSession,
 )
 from streamtape.cassette.model import Request as HTTPRequest
 from streamtape.cassette.reader import load
-from streamtape.errors import ProfileError
-from streamtape.profiles import parse_profile
-from streamtape.profiles.websocket import SessionStepKind, schedule_session
 from streamtape.serve import ReplayServer
-from streamtape.serve.websocket import encode_message
 from tests.support.builders import MS, chat_ix
+from tests.support.realtime_session import (
+    CLIENT_EVENTS,
+    ITEM_CREATE,
+    MESSAGES,
+    N_SERVER,
+    PATH,
+    RESPONSE_CREATE,
+    SERVER_TYPES,
+    SESSION_UPDATE,
+    TEXT,
+    URL,
+    session_ix,
+)
 from tests.support.recording import STREAMTAPE, recording, start_listening
 from tests.support.ws_upstream import WORDS as UPSTREAM_WORDS
 from tests.support.ws_upstream import realtime_upstream
 
 pytest_plugins = ["pytester"]
-
-PATH = "/v1/realtime?model=gpt-realtime"
-URL = "https://api.openai.com" + PATH
-
-# --------------------------------------------------------------------------
-# The recorded session
-
-
-def _event(**fields: Any) -> bytes:
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-SESSION_UPDATE = {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"],
-                                                        "instructions": "Answer briefly."}}
-ITEM_CREATE = {"type": "conversation.item.create", "item": {
-    "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Greet me"}]}}
-RESPONSE_CREATE = {"type": "response.create"}
-CLIENT_EVENTS = (SESSION_UPDATE, ITEM_CREATE, RESPONSE_CREATE)
-
-DELTAS = ("Grüße", " und", " hallo", " ✓", "!")
-TEXT = "".join(DELTAS)
-RESPONSE_ID, ITEM_ID = "resp_C1", "item_C1"
-
-
-def _delta(i: int, d: str) -> bytes:
-    return _event(type="response.output_text.delta", event_id=f"event_D{i}", response_id=RESPONSE_ID,
-                  item_id=ITEM_ID, output_index=0, content_index=0, delta=d)
-
-
-def _server(at_ms: int, data: bytes) -> Message:
-    return Message(at_ms * MS, Direction.SERVER, True, data)
-
-
-def _client(at_ms: int, obj: dict[str, Any]) -> Message:
-    return Message(at_ms * MS, Direction.CLIENT, True, _event(**obj, event_id=f"client_{at_ms}"))
-
-
-# Recorded offsets (ms after the upgrade request): the 101 at 40; server messages follow
-# the client message before them by 15 ms (session.updated, item.added) and 40 ms
-# (response.created), deltas 20 ms apart.
-MESSAGES = (
-    _server(45, _event(type="session.created", event_id="event_A1",
-                       session={"type": "realtime", "object": "realtime.session", "id": "sess_1",
-                                "model": "gpt-realtime", "output_modalities": ["text"]})),
-    _client(60, SESSION_UPDATE),
-    _server(75, _event(type="session.updated", event_id="event_A2",
-                       session={"type": "realtime", "output_modalities": ["text"],
-                                "instructions": "Answer briefly."})),
-    _client(80, ITEM_CREATE),
-    _server(95, _event(type="conversation.item.added", event_id="event_A3", previous_item_id=None,
-                       item={"id": "item_U1", "type": "message", "role": "user", "status": "completed",
-                             "content": [{"type": "input_text", "text": "Greet me"}]})),
-    _client(100, RESPONSE_CREATE),
-    _server(140, _event(type="response.created", event_id="event_A4",
-                        response={"id": RESPONSE_ID, "object": "realtime.response",
-                                  "status": "in_progress", "output": []})),
-    _server(150, _event(type="response.output_item.added", event_id="event_A5", response_id=RESPONSE_ID,
-                        output_index=0, item={"id": ITEM_ID, "type": "message", "role": "assistant",
-                                              "status": "in_progress", "content": []})),
-    *(_server(180 + 20 * i, _delta(i, d)) for i, d in enumerate(DELTAS)),
-    _server(270, _event(type="response.output_text.done", event_id="event_A6", response_id=RESPONSE_ID,
-                        item_id=ITEM_ID, output_index=0, content_index=0, text=TEXT)),
-    _server(280, _event(type="response.done", event_id="event_A7",
-                        response={"id": RESPONSE_ID, "object": "realtime.response", "status": "completed",
-                                  "output": [{"id": ITEM_ID, "type": "message", "role": "assistant",
-                                              "status": "completed",
-                                              "content": [{"type": "output_text", "text": TEXT}]}]})),
-)
-SERVER_TYPES = [json.loads(m.data)["type"] for m in MESSAGES if m.direction == Direction.SERVER]
-N_SERVER = len(SERVER_TYPES)
-
-
-def session_ix(
-    messages: Sequence[Message] = MESSAGES,
-    *,
-    close: tuple[int | None, str, Direction | None] = (1000, "", Direction.CLIENT),
-    end_ms: int = 305,
-    headers: tuple[tuple[str, str], ...] = (),
-    path: str = PATH,
-) -> Interaction:
-    """A recorded Realtime session: the upgrade, the 101 at 40 ms, ``messages``, the close."""
-    code, reason, by = close
-    return Interaction(
-        HTTPRequest("GET", "https://api.openai.com" + path, headers=(
-            ("Host", "api.openai.com"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-            ("Sec-WebSocket-Version", "13"), ("Authorization", "REDACTED"),
-        )),
-        Response(101, "Switching Protocols", headers=(
-            ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", "recorded="),
-            ("x-request-id", "req_7f3a"), ("openai-processing-ms", "31"), *headers,
-        ), framing="none", headers_at_ns=40 * MS),
-        Outcome.COMPLETE if code is not None else Outcome.UPSTREAM_CLOSED,
-        end_ns=end_ms * MS,
-        websocket=WebSocketSession(tuple(messages), code, reason, by),
-    )
 
 
 @pytest.fixture
@@ -167,134 +76,6 @@ def tape(tmp_path: Path) -> Path:
     path = tmp_path / "realtime.tape"
     streamtape.save(path, [session_ix()])
     return path
-
-
-# --------------------------------------------------------------------------
-# The schedule (pure)
-
-
-def test_server_messages_are_timed_from_the_client_message_before_them() -> None:
-    sched = schedule_session(parse_profile("faithful"), session_ix())
-    sends = sched.sends
-    assert [json.loads(s.data)["type"] for s in sends] == SERVER_TYPES
-    assert sched.head_at_ns == 40 * MS
-    # (anchor, delay): session.created from the upgrade; each answer from its question.
-    assert [(s.after, s.delay_ns // MS) for s in sends[:4]] == [(0, 45), (1, 15), (2, 15), (3, 40)]
-    assert [s.delay_ns // MS for s in sends if s.after == 3] == [40, 50, 80, 100, 120, 140, 160, 170, 180]
-    assert [json.loads(m.data)["type"] for m in sched.expected] == [e["type"] for e in CLIENT_EVENTS]
-    assert sched.ending.kind is SessionStepKind.AWAIT_CLOSE and sched.ending.after == 3
-
-
-@pytest.mark.parametrize(
-    ("close", "kind"),
-    [
-        ((1000, "", Direction.CLIENT), SessionStepKind.AWAIT_CLOSE),
-        ((1011, "upstream overloaded", Direction.SERVER), SessionStepKind.CLOSE),
-        ((None, "", None), SessionStepKind.DROP),
-    ],
-    ids=["client-closed", "server-closed", "dropped"],
-)
-def test_the_schedule_ends_as_the_recording_did(
-    close: tuple[int | None, str, Direction | None], kind: SessionStepKind
-) -> None:
-    ending = schedule_session(parse_profile("faithful"), session_ix(close=close)).ending
-    assert ending.kind is kind
-    if kind is SessionStepKind.CLOSE:
-        assert (ending.code, ending.reason) == (1011, "upstream overloaded")
-        assert ending.delay_ns == (305 - 100) * MS  # the recorded end, from response.create
-
-
-def test_latency_profiles_act_on_every_delay_and_never_reorder() -> None:
-    ix = session_ix()
-    faithful = [s.delay_ns for s in schedule_session(parse_profile("faithful"), ix).sends]
-    half = schedule_session(parse_profile("latency=scale:0.5"), ix)
-    assert [s.delay_ns for s in half.sends] == [round(d * 0.5) for d in faithful]
-    assert half.head_at_ns == 20 * MS
-    instant = schedule_session(parse_profile("instant"), ix)
-    assert {s.delay_ns for s in instant.steps} == {0} and instant.head_at_ns == 0
-    jitter = schedule_session(parse_profile("latency=jitter:30;seed=7"), ix)
-    again = schedule_session(parse_profile("latency=jitter:30;seed=7"), ix)
-    assert jitter == again  # seeded
-    assert jitter != schedule_session(parse_profile("latency=jitter:30;seed=8"), ix)
-    jittered = [s.delay_ns for s in jitter.sends]
-    assert all(got >= rec for rec, got in zip(faithful, jittered, strict=True))
-    assert jittered != faithful
-    for anchor in range(4):
-        delays = [s.delay_ns for s in jitter.sends if s.after == anchor]
-        assert delays == sorted(delays)
-    fixed = schedule_session(parse_profile("latency=fixed:5:2"), ix)
-    assert [s.delay_ns // MS for s in fixed.sends if s.after == 3] == [5, 7, 9, 11, 13, 15, 17, 19, 21]
-
-
-def test_fragment_sends_each_message_in_frames_of_n_bytes() -> None:
-    sched = schedule_session(parse_profile("chunk=fragment:4"), session_ix())
-    for s in sched.sends:
-        assert sum(s.frames) == len(s.data) and all(n == 4 for n in s.frames[:-1])
-    # Recorded frames are kept under 'recorded'; unknown frames are one frame.
-    framed = replace(MESSAGES[0], fragments=(10, len(MESSAGES[0].data) - 10))
-    rec = schedule_session(parse_profile("faithful"), session_ix((framed, *MESSAGES[1:])))
-    assert rec.sends[0].frames == framed.fragments and rec.sends[1].frames == ()
-
-
-def test_a_fragmented_text_message_is_split_inside_a_utf8_character_and_reassembles() -> None:
-    delta = next(s for s in schedule_session(parse_profile("chunk=fragment:1"), session_ix()).sends
-                 if b"\xc3\xbc" in s.data)  # "ü"
-    conn = Connection(ConnectionType.CLIENT)  # the frame layer of a client, past its handshake
-    conn.receive_data(encode_message(delta))
-    parts = [e for e in conn.events() if isinstance(e, TextMessage)]
-    assert len(parts) == len(delta.data)  # one frame per byte, the text still valid as a whole
-    assert "".join(p.data for p in parts) == delta.data.decode()
-    assert parts[-1].message_finished and not parts[0].message_finished
-
-
-def test_coalesce_groups_the_messages_between_client_messages_at_the_last_ones_time() -> None:
-    sched = schedule_session(parse_profile("chunk=coalesce"), session_ix())
-    answer = [s for s in sched.sends if s.after == 3]
-    assert {s.delay_ns for s in answer} == {180 * MS}  # response.done's recorded delay
-    assert len({s.group for s in answer}) == 1
-    windowed = schedule_session(parse_profile("chunk=coalesce:25"), session_ix())
-    groups = [s.group for s in windowed.sends if s.after == 3]
-    assert len(set(groups)) > 1 and groups == sorted(groups)
-
-
-def test_close_and_drop_faults_end_the_session_after_server_message_n() -> None:
-    ix = session_ix()
-    sched = schedule_session(parse_profile("fault=close:6:1011"), ix)
-    assert len(sched.sends) == 6 and sched.faulted
-    ending = sched.ending
-    assert (ending.kind, ending.code, ending.after) == (SessionStepKind.CLOSE, 1011, 3)
-    assert ending.delay_ns == sched.sends[-1].delay_ns and "close:6:1011" in ending.reason
-    drop = schedule_session(parse_profile("fault=close:6:1000;fault=drop:2"), ix)
-    assert len(drop.sends) == 2 and drop.ending.kind is SessionStepKind.DROP
-    first = schedule_session(parse_profile("fault=close:0:4000"), ix)
-    assert first.sends == () and first.ending.after == 0 and first.ending.delay_ns == 40 * MS
-    with pytest.raises(ProfileError, match=rf"close:99:1011.*only {N_SERVER} server messages"):
-        schedule_session(parse_profile("fault=close:99:1011"), ix)
-    assert schedule_session(parse_profile("fault=ping:0.5"), ix).ping_every_ns == 500 * MS
-
-
-def test_slow_headers_delays_the_101_and_what_is_timed_from_the_upgrade() -> None:
-    ix = session_ix()
-    plain = schedule_session(parse_profile("faithful"), ix)
-    slow = schedule_session(parse_profile("fault=slow-headers:100"), ix)
-    assert slow.head_at_ns == plain.head_at_ns + 100 * MS
-    for a, b in zip(plain.sends, slow.sends, strict=True):
-        assert b.delay_ns - a.delay_ns == (100 * MS if a.after == 0 else 0)
-
-
-@pytest.mark.parametrize(
-    "bad", ["fault=close:2:1005", "fault=close:2:2000", "fault=close:2", "fault=ping:0", "chunk=fragment:0"]
-)
-def test_malformed_websocket_items_are_profile_errors(bad: str) -> None:
-    with pytest.raises(ProfileError, match="bad item"):
-        parse_profile(bad)
-
-
-def test_http_schedules_ignore_the_websocket_items() -> None:
-    ix = chat_ix(5)
-    plain = parse_profile("latency=instant").schedule(ix)
-    mixed = parse_profile("latency=instant;chunk=fragment:3;fault=close:2:1011;fault=drop:1;fault=ping:1")
-    assert mixed.schedule(ix).steps == plain.steps
 
 
 # --------------------------------------------------------------------------
@@ -858,22 +639,3 @@ async def test_a_session_recorded_through_streamtape_record_replays_into_the_sam
             replayed = await realtime_answer(server.ws_url)
         assert replayed == live, profile
         assert "outcome=mismatch" not in _served(log)
-
-
-# --------------------------------------------------------------------------
-# In-process transports: sessions replay through the server only
-
-
-def test_an_in_process_transport_answers_a_session_with_426_naming_the_server_way_in() -> None:
-    with httpx.Client(transport=streamtape.ReplayTransport([session_ix()]), base_url="http://x") as client:
-        r = client.get(PATH)
-    assert r.status_code == 426
-    assert "WebSocket session" in r.json()["error"]["message"]
-    assert "ws_url" in r.json()["error"]["message"]
-
-
-def test_an_in_process_transport_raises_session_error_when_asked_to_raise() -> None:
-    transport = streamtape.ReplayTransport([session_ix()], no_match="raise")
-    with httpx.Client(transport=transport, base_url="http://x") as client, pytest.raises(streamtape.SessionError) as e:
-        client.get(PATH)
-    assert e.value.index == 0

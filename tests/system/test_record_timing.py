@@ -31,6 +31,7 @@ import streamtape
 from streamtape.cassette.model import Interaction, Setup
 from streamtape.cassette.reader import read_records
 from streamtape.cassette.records import decode_pieces, record_kind
+from tests.support import ROOT
 from tests.support.builders import MS, chat_events
 from tests.support.recording import recording, run_main, start_listening
 from tests.support.servers import (
@@ -256,7 +257,7 @@ def test_diff_timing_compares_the_servers_not_the_handshakes(
 
 
 def test_a_cassette_written_before_setup_marks_loads_unchanged() -> None:
-    path = Path(__file__).parents[1] / "cassettes" / "test-server.tape"
+    path = ROOT / "cassettes" / "test-server.tape"
     _, records, _, _ = read_records(path)
     assert not any(isinstance(r, dict) and "setup" in r for r in records)  # an old cassette
     stored: dict[int, list[int]] = {}
@@ -334,7 +335,7 @@ def test_an_upstream_proxys_connect_is_a_setup_mark_of_its_own(tmp_path: Path) -
     log: list[Writes] = []
     tunnel = ConnectProxy(CONNECT_DELAY)
     mitmdump = Path(sys.executable).parent / "mitmdump"
-    addon = Path(__file__).parents[1] / "addons" / "record.py"
+    addon = ROOT / "addons" / "record.py"
     try:
         with ScriptedServer({PATH: timed_sse(EVENTS, GAP, log)}, tls=pausing_tls(PAUSE)) as up:
             proc, url = start_listening(

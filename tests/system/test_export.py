@@ -33,12 +33,11 @@ from streamtape.cassette.model import (
     Setup,
     WebSocketSession,
 )
-from tests.support import chromium_har, har_schema
+from tests.support import ROOT, chromium_har, har_schema
 from tests.support import interop_capture as cap
 from tests.support.builders import MS, chat_events, interaction
 from tests.support.recording import run_main
 
-ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [ROOT / "cassettes" / "llama-cpp.tape", ROOT / "cassettes" / "test-server.tape"]
 SHIPPED_TEXT = "Streaming is 日本語 for everyone."
 """What the stream of cassettes/test-server.tape assembles to."""

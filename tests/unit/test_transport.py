@@ -1,16 +1,14 @@
 """In-process replay: ReplayTransport / AsyncReplayTransport (httpx and httpx2) and ReplayAdapter.
 
-Real clients (httpx, httpx2, requests) read through the transports; the
-replay server on a real socket is the reference for what a fault looks like
-on a real connection.
+Real clients (httpx, httpx2, requests) read through the transports, in this process; the
+replay server on a real socket, the reference for what a fault looks like on a real
+connection, is beside them in tests/system/test_transport.py.
 """
 
 from __future__ import annotations
 
 import gzip
 import itertools
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -168,33 +166,6 @@ def test_a_cut_on_content_length_framing_says_how_much_was_missing(pkg) -> None:
 def test_a_cut_on_a_close_delimited_body_looks_like_the_end_as_on_a_socket(pkg) -> None:
     t = streamtape.ReplayTransport([sse_ix(framing="close-delimited")], "instant;fault=cut-event:2")
     assert b"".join(raw_pieces(pkg, t)) == b"".join(EVENTS[:2])
-
-
-@pytest.mark.parametrize("pkg", PACKAGES)
-@pytest.mark.parametrize("framing", ["chunked", "content-length"])
-@pytest.mark.parametrize("fault", ["cut:10B", "reset:10B", "cut-event:2"])
-def test_faults_raise_the_same_exception_and_message_as_the_replay_server_on_a_socket(
-    pkg, framing: str, fault: str
-) -> None:
-    ix = sse_ix(framing=framing)
-    profile = f"instant;fault={fault}"
-
-    def outcome(client, url: str) -> tuple[str, str, bytes]:
-        got = b""
-        try:
-            with client.stream("POST", url, json=BODY) as r:
-                for p in r.iter_raw():
-                    got += p
-        except pkg.TransportError as e:
-            return type(e).__name__, str(e), got
-        return "ok", "", got
-
-    with pkg.Client(transport=streamtape.ReplayTransport([ix], profile)) as c:
-        in_process = outcome(c, URL)
-    with ReplayServer([ix], profile=profile, log=lambda x: None) as srv, pkg.Client() as c:
-        over_socket = outcome(c, srv.url + "/v1/chat/completions")
-    assert in_process == over_socket
-    assert in_process[0] != "ok"
 
 
 @pytest.mark.parametrize("pkg", PACKAGES)
@@ -463,18 +434,3 @@ def test_adapter_close_delimited_body_ends_at_the_close() -> None:
     with session(sse_ix(framing="close-delimited")) as s:
         r = s.post(URL, json=BODY, stream=True)
         assert b"".join(r.iter_content(chunk_size=None)) == b"".join(EVENTS)
-
-
-# --------------------------------------------------------------------------
-# import cost
-
-
-def test_import_streamtape_does_not_import_http_clients() -> None:
-    code = (
-        "import sys, streamtape; "
-        "print(sorted(m for m in ('httpx', 'httpx2', 'requests', 'urllib3') if m in sys.modules)); "
-        "streamtape.ReplayTransport; "
-        "print(sorted(m for m in ('httpx', 'httpx2', 'requests') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["[]", "[]"]

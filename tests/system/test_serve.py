@@ -24,6 +24,7 @@ import pytest
 import streamtape
 from streamtape.serve import ReplayServer
 from streamtape.wire import frame, response_head
+from tests.support import ROOT
 from tests.support.builders import (
     CHAT_BODY,
     EVENTS,
@@ -35,8 +36,6 @@ from tests.support.builders import (
 )
 from tests.support.recording import STREAMTAPE, start_listening
 from tests.support.servers import raw_request
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

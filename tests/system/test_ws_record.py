@@ -40,6 +40,7 @@ from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, WEBSOCKE
 from streamtape.cassette.writer import BackgroundWriter, CassetteWriter, save
 from streamtape.errors import CassetteError
 from streamtape.wire import Framing
+from tests.support import ROOT
 from tests.support.builders import MS, chat_ix, wait_until
 from tests.support.recording import recording, start_listening
 from tests.support.servers import ScriptedServer
@@ -132,7 +133,7 @@ async def turn_through_mitmdump(tmp_path: Path, up_url: str, out: Path, *args: s
     """One Realtime turn through ``mitmdump -s addons/record.py`` (more ``args`` for it) in
     reverse mode to ``up_url``, once the cassette holds the finished session."""
     mitmdump = Path(sys.executable).parent / "mitmdump"
-    addon = Path(__file__).parents[1] / "addons" / "record.py"
+    addon = ROOT / "addons" / "record.py"
     proc, url = start_listening(
         [str(mitmdump), "-s", str(addon), *args, "--mode", f"reverse:{up_url}", "--listen-host", "127.0.0.1",
          "-p", "0", "--set", f"streamtape_out={out}"],
@@ -452,4 +453,3 @@ def test_message_batches_go_out_by_age_and_count_like_data_records() -> None:
     rec.tick(5000 * MS)
     sizes = [len(r[3]) for r in batches if isinstance(r, list)]  # type: ignore[arg-type]
     assert sum(sizes) == 20 and all(s >= 6 for s in sizes[:-1]) and len(sizes) >= 2
-

@@ -1,0 +1,89 @@
+"""A large indexed cassette served for real: the in-process replay server over a socket and
+``streamtape serve`` answer from the index without holding the cassette, and
+``bench/cassette.py`` runs end to end on a small one. The index itself, lazy interactions
+and compact pieces are tests/unit/test_cassette_index.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import streamtape
+from streamtape import Interaction
+from streamtape.cassette.records import interaction_records
+from streamtape.cassette.writer import CassetteWriter
+from streamtape.match.indexed import IndexedMatcher
+from streamtape.serve import ReplayServer
+from tests.support import ROOT
+from tests.support.builders import interaction, sse
+from tests.support.recording import STREAMTAPE, start_listening
+
+
+def numbered(k: int, pieces: int = 5) -> Interaction:
+    """A chat recording whose request asks question ``k`` and whose answer names it."""
+    return interaction(
+        [sse({"k": k, "i": i}) for i in range(pieces)],
+        url="https://api.openai.com/v1/chat/completions",
+        body={"model": "m", "stream": True, "messages": [{"role": "user", "content": f"question {k}"}]},
+        labels={"k": str(k)},
+    )
+
+
+def write(path: Path, interactions: list[Interaction], *, index: bool = True) -> None:
+    """Through the writer in one write (one fsync), with or without the index on close."""
+    with CassetteWriter(path, index_min_bytes=0 if index else 1 << 62) as w:
+        w.write([rec for ix in interactions for rec in interaction_records(ix, w.new_id())])
+
+
+def test_a_replay_server_of_a_large_cassette_matches_without_holding_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import streamtape.match.indexed as mi
+
+    monkeypatch.setattr(mi, "INDEXED_MATCH_MIN", 50)
+    p = tmp_path / "big.tape"
+    write(p, [numbered(k, pieces=3) for k in range(200)])
+    cas = streamtape.load(p)
+    with ReplayServer(cas, profile="instant") as srv:
+        assert isinstance(srv.matcher, IndexedMatcher)
+        want = numbered(137, pieces=3)
+        req = urllib.request.Request(srv.url + "/v1/chat/completions", data=want.request.body, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.read() == want.response.body  # type: ignore[union-attr]
+        bad = urllib.request.Request(srv.url + "/v1/chat/completions", data=b'{"model": "nope"}', method="POST")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(bad, timeout=10)
+        assert e.value.code == 404 and b"closest is #" in e.value.read()
+    assert srv.matcher.used[137] == 1 and sum(srv.matcher.used) == 1
+
+
+@pytest.mark.slow
+def test_streamtape_serve_answers_from_an_indexed_cassette_of_6000_interactions(tmp_path: Path) -> None:
+    p = tmp_path / "many.tape"
+    write(p, [numbered(k, pieces=2) for k in range(6000)])
+    proc, url = start_listening([*STREAMTAPE, "serve", str(p), "--port", "0", "--profile", "instant"],
+                                r"on http://(\S+)")
+    try:
+        for k in (0, 5999, 3000):
+            want = numbered(k, pieces=2)
+            req = urllib.request.Request(url + "/v1/chat/completions", data=want.request.body, method="POST")
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert r.read() == want.response.body  # type: ignore[union-attr]
+    finally:
+        proc.send_signal(2)
+        proc.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_bench_cassette_runs_on_a_small_cassette(tmp_path: Path) -> None:
+    """bench/cassette.py end to end on a 2 MiB cassette (its figures are not checked here)."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cassette.py"), "--size-mib", "2", "--baseline-mib", "1",
+         "--runs", "1", "--dir", str(tmp_path), "--no-old"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    for word in ("writer", "show (listing", "show -i", "serve", "load(", "without the index"):
+        assert word in r.stdout, r.stdout

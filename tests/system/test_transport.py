@@ -1,0 +1,88 @@
+"""The in-process transports against the real thing: a fault raises the same exception with
+the same message through ``ReplayTransport`` as through the replay server on a real socket;
+and ``import streamtape`` in a fresh interpreter loads no HTTP client. The transports
+themselves are tests/unit/test_transport.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+import streamtape
+from streamtape import Interaction
+from streamtape.serve import ReplayServer
+from tests.support.builders import MS, interaction
+
+httpx2 = pytest.importorskip("httpx2", reason="needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)")
+
+URL = "http://llm.test/v1/chat/completions"
+BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+EVENTS = [
+    b'data: {"choices":[{"delta":{"content":"Reykjav"}}]}\n\n',
+    'data: {"choices":[{"delta":{"content":"ík 日本"}}]}\n\n'.encode(),
+    b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def sse_ix(
+    pieces: list[bytes] = EVENTS,
+    gap_ms: int = 20,
+    framing: str = "chunked",
+    headers: tuple[tuple[str, str], ...] = (),
+    url: str = URL,
+    body: object = BODY,
+) -> Interaction:
+    """The Reykjavík stream, the first piece 10 ms in and each next ``gap_ms`` later; a
+    close-delimited recording says ``Connection: close``."""
+    close = (("Connection", "close"),) if framing == "close-delimited" else ()
+    return interaction(
+        pieces, first_ns=10 * MS, gap_ns=gap_ms * MS, head_ns=2 * MS,
+        end_ns=(10 + len(pieces) * gap_ms) * MS, extra_headers=(*headers, *close),
+        framing=framing, url=url, body=body,
+    )
+
+
+PACKAGES = [pytest.param(httpx, id="httpx"), pytest.param(httpx2, id="httpx2")]
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+@pytest.mark.parametrize("fault", ["cut:10B", "reset:10B", "cut-event:2"])
+def test_faults_raise_the_same_exception_and_message_as_the_replay_server_on_a_socket(
+    pkg, framing: str, fault: str
+) -> None:
+    ix = sse_ix(framing=framing)
+    profile = f"instant;fault={fault}"
+
+    def outcome(client, url: str) -> tuple[str, str, bytes]:
+        got = b""
+        try:
+            with client.stream("POST", url, json=BODY) as r:
+                for p in r.iter_raw():
+                    got += p
+        except pkg.TransportError as e:
+            return type(e).__name__, str(e), got
+        return "ok", "", got
+
+    with pkg.Client(transport=streamtape.ReplayTransport([ix], profile)) as c:
+        in_process = outcome(c, URL)
+    with ReplayServer([ix], profile=profile, log=lambda x: None) as srv, pkg.Client() as c:
+        over_socket = outcome(c, srv.url + "/v1/chat/completions")
+    assert in_process == over_socket
+    assert in_process[0] != "ok"
+
+
+def test_import_streamtape_does_not_import_http_clients() -> None:
+    code = (
+        "import sys, streamtape; "
+        "print(sorted(m for m in ('httpx', 'httpx2', 'requests', 'urllib3') if m in sys.modules)); "
+        "streamtape.ReplayTransport; "
+        "print(sorted(m for m in ('httpx', 'httpx2', 'requests') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "[]"]
