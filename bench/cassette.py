@@ -1,7 +1,7 @@
 """Big cassettes: open, list, show, serve and read one interaction of a generated 1 GiB
 cassette, and the writer's rate; every figure beside the file size and its target.
 
-    .venv/bin/python bench/cassette.py [--size-mib 1024] [--runs 3] [--dir /tmp]
+    .venv/bin/python -m bench.cassette [--size-mib 1024] [--runs 3] [--dir /tmp]
 
 The cassette is generated the way a recorder writes one: ``--concurrent``
 interactions at a time, their records interleaved, each response in batches
@@ -49,8 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support import ROOT
 
 MS = 1_000_000
 MIB = 1024 * 1024
@@ -348,7 +347,7 @@ def old_tree(dest: Path) -> str | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.cassette", description=__doc__.split("\n")[0])
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--baseline-mib", type=int, default=64,
                     help="size of the cassette the old loader is compared on")

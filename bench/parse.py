@@ -1,6 +1,6 @@
 """SSE parse throughput: streamtape's parser against httpx-sse's, same input, one run.
 
-    .venv/bin/python bench/parse.py [--mb 4] [--repeat 7]
+    .venv/bin/python -m bench.parse [--mb 4] [--repeat 7]
 
 Input: OpenAI chat completion chunks as a real llama.cpp server sends them (one
 ``data: {...}\\n\\n`` event each, ~240 bytes, a few with multi-byte text), plus a
@@ -96,7 +96,7 @@ def timed(fn: Callable[[list[bytes]], int], pieces: list[bytes]) -> tuple[float,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.parse", description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=4.0)
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()

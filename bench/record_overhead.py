@@ -1,7 +1,7 @@
 """What recording costs: per-event latency direct, through plain mitmproxy streaming, and
 through ``streamtape record``, measured in one run, side by side.
 
-    .venv/bin/python bench/record_overhead.py [--events 400] [--gap-ms 10] [--rounds 2]
+    .venv/bin/python -m bench.record_overhead [--events 400] [--gap-ms 10] [--rounds 2]
 
 An upstream in this process writes SSE events ``--gap-ms`` apart, each carrying
 the ``perf_counter_ns`` of its write (one clock for all processes on Linux). A
@@ -33,8 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: streamtape, bench
-
 from bench._common import Upstream, client, pct
 
 PLAIN_ADDON = """
@@ -62,7 +60,7 @@ def free_port() -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.record_overhead", description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=400)
     ap.add_argument("--gap-ms", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=2)

@@ -1,6 +1,6 @@
 """Reliability figures of the recorder and the replay server, one line per figure.
 
-    .venv/bin/python bench/reliability.py [--runs 3] [--streams 200] [--replay-streams 1000]
+    .venv/bin/python -m bench.reliability [--runs 3] [--streams 200] [--replay-streams 1000]
 
 Everything is real: ``streamtape record`` and ``streamtape serve`` processes,
 an upstream in its own process (``python -m tests.support.reliability upstream``: SSE
@@ -43,17 +43,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import httpx
 
-import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.path)
-import httpx  # noqa: E402
-
-import streamtape  # noqa: E402
-from streamtape.cassette.model import Outcome  # noqa: E402
-from streamtape.stats import percentile as nearest_rank  # noqa: E402
-from tests.support.builders import EVENTS, MS, interaction  # noqa: E402
-from tests.support.reliability import (  # noqa: E402
+import streamtape
+from bench import _loadgen
+from streamtape.cassette.model import Outcome
+from streamtape.stats import percentile as nearest_rank
+from tests.support import ROOT
+from tests.support.builders import EVENTS, MS, interaction
+from tests.support.reliability import (
     Fetched,
     event_latencies_ms,
     exchange,
@@ -63,8 +61,8 @@ from tests.support.reliability import (  # noqa: E402
     request_bytes,
     rss_kib,
 )
-from tests.support.servers import ScriptedServer  # noqa: E402
-from tests.support.upstream_faults import ROUTES, see  # noqa: E402
+from tests.support.servers import ScriptedServer
+from tests.support.upstream_faults import ROUTES, see
 
 PY = sys.executable
 STREAMTAPE = [PY, "-m", "streamtape.cli"]
@@ -557,7 +555,7 @@ def serve_bind_and_folder(figs: Figures, tmp: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--runs", type=int, default=3, help="measure each figure this many times (median, range)")
     ap.add_argument("--streams", type=int, default=200, help="concurrent streams through the recorder")
     ap.add_argument("--kills", type=int, default=10, help="SIGKILLs per run")

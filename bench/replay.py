@@ -1,6 +1,6 @@
 """Replay timing, throughput and capacity of ``streamtape serve``, side by side with baselines.
 
-    .venv/bin/python bench/replay.py [--long] [--quick]
+    .venv/bin/python -m bench.replay [--long] [--quick]
 
 Everything is measured over loopback HTTP, with the server under test in its
 own process and the client in another: ``bench/loadgen.c``, a small epoll
@@ -77,12 +77,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import _loadgen  # noqa: E402  (the script's folder, bench/, is first on sys.path)
-
-from tests.support.reliability import children  # noqa: E402
+from bench import _loadgen
+from tests.support import ROOT
+from tests.support.reliability import children
 
 MS = 1_000_000
 REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
@@ -213,7 +210,7 @@ class Server:
             self.request = PROXY_REQUEST
             return
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child", kind, "--tape", str(tape), "--profile", profile],
+            [sys.executable, "-m", "bench.replay", "--child", kind, "--tape", str(tape), "--profile", profile],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
         )
         assert self.proc.stdout is not None
@@ -635,7 +632,7 @@ async def inprocess_section(args: argparse.Namespace, tmp: Path) -> None:
         return out[0], max(out[1:])
 
     # one class serves httpx and httpx2, sync and async, by duck typing: no httpx base class
-    ours = await rates(AsyncReplayTransport(str(tp_tape), profile="instant"))  # type: ignore[arg-type]
+    ours = await rates(AsyncReplayTransport(str(tp_tape), profile="instant"))
     base = await rates(httpx.MockTransport(mock))
     print(f"6. in-process instant throughput, httpx.AsyncClient, {args.tp_pieces} pieces "
           "(pieces/s); the first request on a new transport schedules the recording", flush=True)
@@ -754,7 +751,7 @@ async def three_runs_section(args: argparse.Namespace, tape: Path, offsets: list
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--long", action="store_true", help="also replay a 30 s stream")
     ap.add_argument("--quick", action="store_true", help="fewer capacity steps")
     ap.add_argument("--pieces", type=int, default=100)

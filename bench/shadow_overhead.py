@@ -2,7 +2,7 @@
 shadow, with a busy shadow on the sender's own thread (the default), and with the same shadow
 run on the proxy's event loop (``--shadow-loop proxy``), measured in one run, side by side.
 
-    .venv/bin/python bench/shadow_overhead.py [--events 400] [--gap-ms 10] [--rounds 2]
+    .venv/bin/python -m bench.shadow_overhead [--events 400] [--gap-ms 10] [--rounds 2]
                                               [--shadow-pieces 4000] [--shadow-gap-ms 1]
 
 The primary upstream (in this process) writes SSE events ``--gap-ms`` apart, each
@@ -36,8 +36,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: streamtape, bench
 
 from bench._common import SSE_HEAD, ThreadedServer, Upstream, client, pct, read_head, send_paced
 
@@ -82,7 +80,7 @@ def start_recorder(args: list[str]) -> tuple[subprocess.Popen[str], int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.shadow_overhead", description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=400)
     ap.add_argument("--gap-ms", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=2)

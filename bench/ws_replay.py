@@ -1,7 +1,7 @@
 """WebSocket replay timing: how late the replay server's messages reach a client, beside HTTP
 chunks of the same rhythm from the same server in the same run.
 
-    .venv/bin/python bench/ws_replay.py [--runs 3] [--count 50] [--gap-ms 10]
+    .venv/bin/python -m bench.ws_replay [--runs 3] [--count 50] [--gap-ms 10]
 
 One ``ReplayServer`` holds a WebSocket session and an SSE response with the same
 timeline: ``--count`` pieces / server messages, the first 20 ms after the request
@@ -20,11 +20,7 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import websockets
 
@@ -102,7 +98,7 @@ def spread(values: list[float]) -> str:
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.ws_replay", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--count", type=int, default=50)
     ap.add_argument("--gap-ms", type=int, default=10)

@@ -8,6 +8,8 @@ Values (pure, no I/O):
   ``chat_events``, ``ndjson``), ``MS``/``S``; and ``wait_until``, the one bounded poll.
 - :mod:`~tests.support.fixtures_sdk`: the recordings the real-SDK tests replay, one per wire
   format, and what each SDK must assemble from them (read with ``json`` alone).
+- :mod:`~tests.support.realtime_session`: the recorded Realtime API session the WebSocket
+  replay tests schedule and serve.
 - :mod:`~tests.support.sse_reference`: the WHATWG event-stream algorithm written literally,
   the reference the SSE parser is checked against.
 - :mod:`~tests.support.cassette_reading`: reading a damaged cassette all the way through, and

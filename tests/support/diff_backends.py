@@ -4,7 +4,7 @@ The scenario is picked by the ``X-Scenario`` request header (headers never
 take part in pairing). :func:`record_each` records every scenario once through
 the real ``streamtape record`` (mitmproxy) and saves each interaction to its own
 cassette; the ``recorded`` fixture in ``tests/conftest.py`` does it once per
-session for tests/test_diff.py and tests/test_diff_html.py.
+session for tests/system/test_diff.py and tests/system/test_diff_html.py.
 """
 
 from __future__ import annotations

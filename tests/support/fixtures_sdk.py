@@ -18,7 +18,7 @@ bodies with ``json`` alone (no streamtape code), so the SDK tests compare each
 SDK's assembled answer against an independent reading of the recording.
 
 The requests carry exactly the JSON body each SDK sends for the calls in
-``tests/test_sdks.py`` (found by sending them to a capturing transport).
+``tests/system/test_sdks.py`` (found by sending them to a capturing transport).
 """
 
 from __future__ import annotations

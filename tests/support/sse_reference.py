@@ -1,5 +1,5 @@
 """The WHATWG event-stream algorithm, written as literally as possible: the reference the
-SSE parser is checked against (tests/test_sse.py and the atheris harness in
+SSE parser is checked against (tests/unit/test_sse.py and the atheris harness in
 tests/corpus/fuzz_atheris.py). No streamtape code in it.
 """
 

@@ -1,5 +1,5 @@
 """Upstream faults the recorder must pass on as they are, shared by
-tests/test_reliability_upstream.py and ``bench/reliability.py``: the upstream's
+tests/system/test_reliability_upstream.py and ``bench/reliability.py``: the upstream's
 handlers (for :class:`tests.support.servers.ScriptedServer`) and what an httpx client
 sees of each, directly or through a proxy.
 

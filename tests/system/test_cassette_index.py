@@ -78,9 +78,9 @@ def test_streamtape_serve_answers_from_an_indexed_cassette_of_6000_interactions(
 
 @pytest.mark.slow
 def test_bench_cassette_runs_on_a_small_cassette(tmp_path: Path) -> None:
-    """bench/cassette.py end to end on a 2 MiB cassette (its figures are not checked here)."""
+    """``python -m bench.cassette`` end to end on a 2 MiB cassette (its figures are not checked here)."""
     r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "cassette.py"), "--size-mib", "2", "--baseline-mib", "1",
+        [sys.executable, "-m", "bench.cassette", "--size-mib", "2", "--baseline-mib", "1",
          "--runs", "1", "--dir", str(tmp_path), "--no-old"],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
     )
