@@ -1,5 +1,6 @@
-"""What the recording benchmarks share: the timestamping upstream, paced chunked writes,
-the raw-socket client that times every read, and the percentile they report.
+"""What the benchmarks share: the timestamping upstream, paced chunked writes and the
+raw-socket client that time every read (the recording benchmarks), and how every benchmark
+prints a percentile.
 
 ``bench/record_overhead.py`` (direct / mitmdump / streamtape record) and
 ``bench/shadow_overhead.py`` (record with and without a busy shadow) measure
@@ -12,12 +13,15 @@ when a recorder in another process sits between them.
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from streamtape.stats import percentile
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 """A streaming response's head: SSE, chunked."""
@@ -141,7 +145,9 @@ def client(port: int, request: bytes = GET_STREAM) -> Reading:
     return Reading(lat, head_ns or 0, size)
 
 
-def pct(xs: list[float], p: float) -> float:
-    """The ``p``-th percentile of ``xs`` by rank (``xs`` not empty)."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+def pct(values: Sequence[float], q: float) -> float:
+    """:func:`streamtape.stats.percentile` as a figure to print: the nearest-rank percentile,
+    the one ``streamtape diff`` reports (always one of the values; p99 of 100 values is the
+    99th, not the largest), NaN for no values."""
+    v = percentile(values, q)
+    return math.nan if v is None else float(v)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import ROOT
+from tests.support.processes import peak_rss_kib, rss_kib, start
 
 MS = 1_000_000
 MIB = 1024 * 1024
@@ -220,43 +222,22 @@ def run_python(code: str, *args: str, env: dict[str, str] | None = None) -> Run:
     return Run(float(out.decode().split()[0]), int(hwm[-1]), dt)
 
 
-def proc_status(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def serve_run(path: Path, last_body: bytes, expect_bytes: int) -> tuple[Run, int, int]:
     """``streamtape serve``: seconds until it listens, RSS then, peak RSS after one stream."""
     t = time.perf_counter()
-    p = subprocess.Popen([PY, "-m", "streamtape.cli", "serve", str(path), "--port", "0"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert p.stderr is not None
-    url = None
-    for line in p.stderr:
-        if " on http://" in line:
-            url = line.split(" on ", 1)[1].split()[0]
-            break
-    ready = time.perf_counter() - t
-    if url is None:
-        p.kill()
-        raise RuntimeError("serve did not start: " + p.stderr.read())
-    rss_ready = proc_status(p.pid, "VmRSS")
-    req = urllib.request.Request(url + "/v1/chat/completions", data=last_body, method="POST",
-                                 headers={"Content-Type": "application/json",
-                                          "X-Streamtape-Profile": "instant"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        got = len(r.read())
-    if got != expect_bytes:
-        raise RuntimeError(f"served {got} bytes, expected {expect_bytes}")
-    peak = proc_status(p.pid, "VmHWM")
-    p.send_signal(2)
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
+    with start([PY, "-m", "streamtape.cli", "serve", str(path), "--port", "0"], r" on (http://\S+:\d+)",
+               timeout=600, env={"PYTHONPATH": str(ROOT)}) as server:
+        ready = time.perf_counter() - t
+        rss_ready = rss_kib(server.pid)
+        req = urllib.request.Request(server.url + "/v1/chat/completions", data=last_body, method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              "X-Streamtape-Profile": "instant"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            got = len(r.read())
+        if got != expect_bytes:
+            raise RuntimeError(f"served {got} bytes, expected {expect_bytes}")
+        peak = peak_rss_kib(server.pid)
+        server.stop(signal.SIGINT, timeout=10, must_exit=False)
     return Run(ready, rss_ready), peak, got
 
 

@@ -25,38 +25,19 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench._common import Upstream, client, pct
+from tests.support.processes import STREAMTAPE, start
 
 PLAIN_ADDON = """
 def responseheaders(flow):
     flow.response.stream = True
 """
-
-
-def wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listening on {port}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def main() -> None:
@@ -72,17 +53,15 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     (tmp / "plain.py").write_text(PLAIN_ADDON)
     tape = tmp / "bench.tape"
-    p_plain, p_st = free_port(), free_port()
+    # Both bind port 0 and say where (the one launcher, tests/support/processes.py).
     procs = [
-        subprocess.Popen([str(bindir / "mitmdump"), "-q", "-s", str(tmp / "plain.py"), "--mode", f"reverse:http://127.0.0.1:{up.port}",
-                          "--listen-host", "127.0.0.1", "-p", str(p_plain)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([sys.executable, "-m", "streamtape.cli", "record", "--upstream", f"http://127.0.0.1:{up.port}",
-                          "--listen", f"127.0.0.1:{p_st}", "-o", str(tape)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        start([str(bindir / "mitmdump"), "-s", str(tmp / "plain.py"), "--mode", f"reverse:http://127.0.0.1:{up.port}",
+               "--listen-host", "127.0.0.1", "-p", "0", "--set", "flow_detail=0"], r"listening at (\S+?:\d+)"),
+        start([*STREAMTAPE, "record", "--upstream", f"http://127.0.0.1:{up.port}", "--listen", "127.0.0.1:0",
+               "-o", str(tape)], r"recording on (\S+:\d+)"),
     ]
     try:
-        wait_port(p_plain)
-        wait_port(p_st)
-        paths = {"direct": up.port, "mitmdump": p_plain, "streamtape": p_st}
+        paths = {"direct": up.port, "mitmdump": procs[0].port, "streamtape": procs[1].port}
         lat: dict[str, list[float]] = {k: [] for k in paths}
         head: dict[str, list[float]] = {k: [] for k in paths}
         body = 0
@@ -101,9 +80,7 @@ def main() -> None:
         time.sleep(1.5)
     finally:
         for p in procs:
-            p.send_signal(signal.SIGINT)
-        for p in procs:
-            p.wait(timeout=30)
+            p.stop(signal.SIGINT, timeout=30)
 
     import streamtape
 

@@ -47,19 +47,18 @@ import httpx
 
 import streamtape
 from bench import _loadgen
+from bench._common import pct
 from streamtape.cassette.model import Outcome
-from streamtape.stats import percentile as nearest_rank
 from tests.support import ROOT
 from tests.support.builders import EVENTS, MS, interaction
+from tests.support.processes import fd_count, rss_kib, start
 from tests.support.reliability import (
     Fetched,
     event_latencies_ms,
     exchange,
-    fd_count,
     fetch_many,
     raise_fd_limit,
     request_bytes,
-    rss_kib,
 )
 from tests.support.servers import ScriptedServer
 from tests.support.upstream_faults import ROUTES, see
@@ -109,54 +108,14 @@ class Figures:
 # --------------------------------------------------------------------------- processes
 
 
-def start(cmd: list[str], pattern: str, *, timeout: float = 60) -> tuple[subprocess.Popen[str], str, list[str]]:
-    """Start ``cmd``; wait for ``pattern`` (its group 1 is HOST:PORT) on stdout or stderr. Both
-    are drained into the returned list on threads (a full pipe would stall the child)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines: list[str] = []
-    found: list[str] = []
-    ready = threading.Event()
-    eofs = []
-
-    def read(stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            lines.append(line)
-            if not found and (m := re.search(pattern, line)):
-                found.append(m.group(1))
-                ready.set()
-        eofs.append(1)
-        if len(eofs) == 2:
-            ready.set()
-
-    for s in (proc.stdout, proc.stderr):
-        threading.Thread(target=read, args=(s,), daemon=True).start()
-    ready.wait(timeout)
-    if not found:
-        proc.kill()
-        raise SystemExit(f"{cmd[:4]} did not start:\n{''.join(lines)}")
-    return proc, found[0], lines
-
-
-def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        return proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
-
-
 @contextlib.contextmanager
 def upstream() -> Iterator[str]:
-    proc, addr, _ = start([PY, "-m", "tests.support.reliability", "upstream", "--events", str(EVENTS_PER_STREAM),
-                           "--gap-ms", str(GAP_MS)], r"upstream on (\S+:\d+)")
+    proc = start([PY, "-m", "tests.support.reliability", "upstream", "--events", str(EVENTS_PER_STREAM),
+                  "--gap-ms", str(GAP_MS)], r"upstream on (\S+:\d+)")
     try:
-        yield addr
+        yield proc.address
     finally:
         proc.kill()
-        proc.wait()
 
 
 def port_of(addr: str) -> int:
@@ -171,12 +130,6 @@ def paths(n: int, tag: str) -> list[str]:
     return [f"{PATH}?c={tag}{i}" for i in range(n)]
 
 
-def percentile(xs: list[float], q: float) -> float:
-    """The nearest-rank percentile (streamtape.stats), NaN for no values."""
-    v = nearest_rank(xs, q)
-    return float("nan") if v is None else v
-
-
 PLAIN_ADDON = "def responseheaders(flow):\n    flow.response.stream = True\n"
 
 
@@ -188,24 +141,24 @@ def record_load(figs: Figures, up: str, tmp: Path, n: int, run: int) -> None:
     addon = tmp / "plain.py"
     addon.write_text(PLAIN_ADDON)
     out = tmp / f"load{run}.tape"
-    mitm, maddr, _ = start([str(Path(PY).parent / "mitmdump"), "-s", str(addon), "--mode", f"reverse:http://{up}",
+    mitm = start([str(Path(PY).parent / "mitmdump"), "-s", str(addon), "--mode", f"reverse:http://{up}",
                             "--listen-host", "127.0.0.1", "-p", "0", "--set", "connection_strategy=lazy",
                             "--set", "flow_detail=0"], r"listening at (\S+?:\d+)")
-    rec, raddr, rlines = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
-                                "--upstream", f"http://{up}"], r"recording on (\S+:\d+)")
+    rec = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
+                 "--upstream", f"http://{up}"], r"recording on (\S+:\d+)")
     got: dict[str, list[Fetched]] = {}
-    order = [("direct", port_of(up)), ("mitmdump", port_of(maddr)), ("streamtape", port_of(raddr))]
+    order = [("direct", port_of(up)), ("mitmdump", mitm.port), ("streamtape", rec.port)]
     if run % 2:
         order.reverse()
     try:
         for name, port in order:
             got[name] = fetch(port, paths(n, f"{name}{run}-"), stagger_s=0.5)
         deadline = time.monotonic() + 30
-        while sum(" complete" in x for x in rlines) < n and time.monotonic() < deadline:
+        while sum(" complete" in x for x in rec.all_lines) < n and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
-        stop(mitm)
-        stop(rec)
+        mitm.stop(timeout=30, must_exit=False)
+        rec.stop(timeout=30, must_exit=False)
     cas = streamtape.load(out)
     bodies = {f.key: f.body for f in got["streamtape"]}
     identical = sum(1 for ix in cas if ix.response is not None and bodies.get(ix.request.path) == ix.response.body)
@@ -216,11 +169,11 @@ def record_load(figs: Figures, up: str, tmp: Path, n: int, run: int) -> None:
         f"record: per-event latency at {n} streams (upstream write -> client read)",
         "streamtape p50 {st50:.2f} ms p99 {st99:.2f} ms; plain mitmdump p50 {mp50:.2f} p99 {mp99:.2f}; "
         "direct p50 {d50:.2f} p99 {d99:.2f}; added over mitmdump p50 {add50:+.2f} ms p99 {add99:+.2f} ms",
-        st50=round(percentile(lat["streamtape"], 50), 2), st99=round(percentile(lat["streamtape"], 99), 2),
-        mp50=round(percentile(lat["mitmdump"], 50), 2), mp99=round(percentile(lat["mitmdump"], 99), 2),
-        d50=round(percentile(lat["direct"], 50), 2), d99=round(percentile(lat["direct"], 99), 2),
-        add50=round(percentile(lat["streamtape"], 50) - percentile(lat["mitmdump"], 50), 2),
-        add99=round(percentile(lat["streamtape"], 99) - percentile(lat["mitmdump"], 99), 2),
+        st50=round(pct(lat["streamtape"], 50), 2), st99=round(pct(lat["streamtape"], 99), 2),
+        mp50=round(pct(lat["mitmdump"], 50), 2), mp99=round(pct(lat["mitmdump"], 99), 2),
+        d50=round(pct(lat["direct"], 50), 2), d99=round(pct(lat["direct"], 99), 2),
+        add50=round(pct(lat["streamtape"], 50) - pct(lat["mitmdump"], 50), 2),
+        add99=round(pct(lat["streamtape"], 99) - pct(lat["mitmdump"], 99), 2),
     )
 
 
@@ -233,11 +186,11 @@ def record_kills(figs: Figures, up: str, tmp: Path, n: int, kills: int, run: int
     rng = random.Random(run)
     loads = found = reported = torn = 0
     for k in range(kills):
-        rec, raddr, rlines = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
-                                    "--upstream", f"http://{up}"], r"recording on (\S+:\d+)")
+        rec = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
+                     "--upstream", f"http://{up}"], r"recording on (\S+:\d+)")
         kill_after = rng.uniform(0.2, 1.6)
 
-        async def load_and_kill(pid: int = rec.pid, port: int = port_of(raddr), k: int = k,
+        async def load_and_kill(pid: int = rec.pid, port: int = rec.port, k: int = k,
                                 after: float = kill_after) -> list[Fetched]:
             task = asyncio.ensure_future(fetch_many("127.0.0.1", port, paths(n, f"k{k}-"), stagger_s=0.5,
                                                     timeout=20))
@@ -246,9 +199,8 @@ def record_kills(figs: Figures, up: str, tmp: Path, n: int, kills: int, run: int
             return await task
 
         got = {f.key: f for f in asyncio.run(load_and_kill())}
-        rec.wait()
-        time.sleep(0.3)  # the drain threads read what the pipes held
-        saved = [m.group(1) for line in rlines if (m := _SAVED.match(line.rstrip("\n")))]
+        rec.wait()  # and the last of its output
+        saved = [m.group(1) for line in rec.all_lines if (m := _SAVED.match(line.rstrip("\n")))]
         try:
             cas = streamtape.load(out)
         except streamtape.CassetteError:
@@ -267,7 +219,7 @@ def record_kills(figs: Figures, up: str, tmp: Path, n: int, kills: int, run: int
 
 def record_second(figs: Figures, up: str, tmp: Path) -> None:
     out = tmp / "one.tape"
-    first, _addr, _ = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
+    first = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
                              "--upstream", f"http://{up}"], r"recording on (\S+:\d+)")
     try:
         t0 = time.perf_counter()
@@ -275,7 +227,7 @@ def record_second(figs: Figures, up: str, tmp: Path) -> None:
                                  "--upstream", f"http://{up}"], capture_output=True, text=True, timeout=60, cwd=ROOT)
         took = time.perf_counter() - t0
     finally:
-        stop(first)
+        first.stop(timeout=30, must_exit=False)
     msg = second.stderr.strip().replace(str(tmp), "DIR")
     figs.add("record: a second recorder on the same cassette",
              "refused with exit status {status:.0f} in {took:.2f} s (start-up included)",
@@ -302,15 +254,16 @@ def small_disk(tmp: Path, size: int) -> Iterator[tuple[Path, list[str], str]]:
 
 def record_full_disk(figs: Figures, up: str, tmp: Path) -> None:
     with small_disk(tmp, 96 * 1024) as (out, prefix, how):
-        rec, raddr, rlines = start([*prefix, *STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
+        rec = start([*prefix, *STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
                                     "--upstream", f"http://{up}"], r"recording on (\S+:\d+)")
         got: list[Fetched] = []
         for w in range(4):
-            got += fetch(port_of(raddr), paths(10, f"w{w}-"), stagger_s=0.2)
+            got += fetch(rec.port, paths(10, f"w{w}-"), stagger_s=0.2)
         deadline = time.monotonic() + 30
-        while sum(PATH in x for x in rlines) < len(got) and time.monotonic() < deadline:
+        while sum(PATH in x for x in rec.all_lines) < len(got) and time.monotonic() < deadline:
             time.sleep(0.05)
-        status = stop(rec)
+        status = rec.stop(timeout=30, must_exit=False)
+        rlines = rec.all_lines
         cas = streamtape.load(out)
     served = sum(f.ending == "complete" and len(f.pieces) == EVENTS_PER_STREAM for f in got)
     errors = sum(x.startswith("streamtape: error: ") for x in rlines)
@@ -332,15 +285,15 @@ def upstream_faults(figs: Figures, tmp: Path, run: int) -> None:
     out = tmp / f"faults{run}.tape"
     with ScriptedServer(dict(ROUTES)) as up:
         direct = {p: see(up.url + p) for p in ROUTES}
-        rec, raddr, rlines = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
-                                    "--upstream", up.url], r"recording on (\S+:\d+)")
+        rec = start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out),
+                     "--upstream", up.url], r"recording on (\S+:\d+)")
         try:
-            proxied = {p: see(f"http://{raddr}" + p) for p in ROUTES}
+            proxied = {p: see(rec.url + p) for p in ROUTES}
             deadline = time.monotonic() + 20
-            while sum(x.startswith("POST ") for x in rlines) < len(ROUTES) and time.monotonic() < deadline:
+            while sum(x.startswith("POST ") for x in rec.all_lines) < len(ROUTES) and time.monotonic() < deadline:
                 time.sleep(0.05)
         finally:
-            stop(rec)
+            rec.stop(timeout=30, must_exit=False)
     by_path = {ix.request.path: ix for ix in streamtape.load(out)}
     for p in ROUTES:
         ix = by_path[p]
@@ -408,8 +361,8 @@ def serve_streams(figs: Figures, tmp: Path, n: int, loadgen: Path | None, why: s
     by the asyncio client, ``why`` says why), beside 5 streams at once."""
     tape = tmp / "steady.tape"
     times, body = _steady_tape(tape)
-    proc, addr, lines = start([*STREAMTAPE, "serve", str(tape), "--port", "0"], r" on http://(\S+:\d+) ")
-    port = port_of(addr)
+    proc = start([*STREAMTAPE, "serve", str(tape), "--port", "0"], r" on http://(\S+:\d+) ")
+    port, lines = proc.port, proc.all_lines
     every, after = HANG_UP
     hangers = set(range(0, n, every))
     peak = {"fds": 0, "rss": 0}
@@ -440,7 +393,7 @@ def serve_streams(figs: Figures, tmp: Path, n: int, loadgen: Path | None, why: s
         fds1, rss1 = fd_count(proc.pid), rss_kib(proc.pid)
         disconnected = sum("outcome=client_disconnected" in x for x in lines[logged:])
     finally:
-        stop(proc)
+        proc.stop(timeout=30, must_exit=False)
     stayed = [s for i, s in enumerate(got) if i not in hangers]
     complete = sum(s.exact for s in stayed)
     hung = sum(got[i].hung_up and len(got[i].arrivals) == after for i in hangers)
@@ -453,8 +406,8 @@ def serve_streams(figs: Figures, tmp: Path, n: int, loadgen: Path | None, why: s
              "(5 streams at once p50 {b50:.2f} p99 {b99:.2f}); {hung:.0f} hung up after " + str(after)
              + " pieces, the server logged {disc:.0f} client_disconnected",
              note=f"client: {client}", note_fmt="client CPU {ccpu:.2f} s for the " + str(n) + " streams",
-             complete=complete, stayed=len(stayed), p50=round(percentile(errs, 50), 2),
-             p99=round(percentile(errs, 99), 2), b50=round(percentile(base, 50), 2), b99=round(percentile(base, 99), 2),
+             complete=complete, stayed=len(stayed), p50=round(pct(errs, 50), 2),
+             p99=round(pct(errs, 99), 2), b50=round(pct(base, 50), 2), b99=round(pct(base, 99), 2),
              hung=hung, disc=disconnected, ccpu=round(client_cpu, 2))
     figs.add(f"serve: resources around {n} streams (after a warm-up round)",
              "open descriptors {fds0:.0f} -> peak {fdp:.0f} -> {fds1:.0f}; RSS {rss0:.0f} -> peak {rssp:.0f} -> "
@@ -479,10 +432,9 @@ def serve_abuse(figs: Figures, tmp: Path) -> None:
     streamtape.save(tape, [interaction(EVENTS, url=f"http://upstream.test{PATH}")])
     big = tmp / "big.tape"
     streamtape.save(big, [interaction([b"d" * 8192] * 1000, gap_ns=MS, url="http://upstream.test/big")])
-    proc, addr, lines = start([*STREAMTAPE, "serve", str(tape), str(big), "--port", "0", "--profile", "instant",
-                               "--client-timeout", "1"], r" on http://(\S+:\d+) ")
-    port = port_of(addr)
-    url = f"http://{addr}"
+    proc = start([*STREAMTAPE, "serve", str(tape), str(big), "--port", "0", "--profile", "instant",
+                  "--client-timeout", "1"], r" on http://(\S+:\d+) ")
+    port, url, lines = proc.port, proc.url, proc.all_lines
     try:
         answered = after_ok = 0
         for data, status in MALFORMED:
@@ -518,7 +470,7 @@ def serve_abuse(figs: Figures, tmp: Path) -> None:
                  "dropped after {dropped:.2f} s with {kib:.0f} KiB waiting in the server (high-water mark 64 KiB "
                  "+ at most 16 pieces)", dropped=round(dropped, 2), kib=round(waiting / 1024))
     finally:
-        stop(proc)
+        proc.stop(timeout=30, must_exit=False)
 
 
 def serve_bind_and_folder(figs: Figures, tmp: Path) -> None:
@@ -531,22 +483,23 @@ def serve_bind_and_folder(figs: Figures, tmp: Path) -> None:
         (folder / "secret.tape").symlink_to(outside / "secret.tape")
         (folder / "up.tape").symlink_to("../private/secret.tape")
         os.mkfifo(folder / "pipe.tape")
-    proc, addr, lines = start([*STREAMTAPE, "serve", str(folder), "--port", "0"], r" on http://(\S+:\d+) ")
+    proc = start([*STREAMTAPE, "serve", str(folder), "--port", "0"], r" on http://(\S+:\d+) ")
     try:
-        inside = httpx.post(f"http://{addr}/inside", json={"stream": True}, timeout=10).status_code
-        secret = httpx.post(f"http://{addr}/secret", json={"stream": True}, timeout=10).status_code
+        inside = httpx.post(f"{proc.url}/inside", json={"stream": True}, timeout=10).status_code
+        secret = httpx.post(f"{proc.url}/secret", json={"stream": True}, timeout=10).status_code
     finally:
-        stop(proc)
-    skipped = sum("skipped" in x for x in lines)
+        proc.stop(timeout=30, must_exit=False)
+    skipped = sum("skipped" in x for x in proc.all_lines)
     figs.add("serve: a folder with two links leading out and a FIFO",
              "{skipped:.0f}/3 skipped with a warning; inside -> {inside:.0f}, the outside file's request -> {secret:.0f}",
              skipped=skipped, inside=inside, secret=secret)
-    default, _a, dl = start([*STREAMTAPE, "serve", str(folder / "inside.tape"), "--port", "0"], r" on http://(\S+:\d+) ")
-    stop(default)
-    anyif, _b, al = start([*STREAMTAPE, "serve", str(folder / "inside.tape"), "--port", "0", "--host", "0.0.0.0"],
-                          r" on http://(\S+:\d+) ")
-    stop(anyif)
-    figs.add(f"serve: where it listens (default {_a.rsplit(':', 1)[0]})",
+    default = start([*STREAMTAPE, "serve", str(folder / "inside.tape"), "--port", "0"], r" on http://(\S+:\d+) ")
+    default.stop(timeout=30, must_exit=False)
+    anyif = start([*STREAMTAPE, "serve", str(folder / "inside.tape"), "--port", "0", "--host", "0.0.0.0"],
+                  r" on http://(\S+:\d+) ")
+    anyif.stop(timeout=30, must_exit=False)
+    dl, al = default.all_lines, anyif.all_lines
+    figs.add(f"serve: where it listens (default {default.address.rsplit(':', 1)[0]})",
              "warnings at the default: {dw:.0f}; with --host 0.0.0.0: {aw:.0f}",
              dw=sum("warning" in x for x in dl), aw=sum("listening on every interface" in x for x in al))
 

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import gc
 import itertools
@@ -69,7 +68,6 @@ import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -78,8 +76,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import _loadgen
+from bench._common import pct
 from tests.support import ROOT
-from tests.support.reliability import children
+from tests.support.processes import STREAMTAPE, children, cpu_s, rss_kib, start
 
 MS = 1_000_000
 REQUEST_BODY = json.dumps({"model": "bench", "stream": True}).encode()
@@ -159,7 +158,7 @@ def child_asyncio(tape: str, profile: str) -> None:
 
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
-        print(server.sockets[0].getsockname()[1], flush=True)
+        print(f"asyncio baseline on 127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         await stop.wait()
@@ -177,73 +176,43 @@ def child_asyncio(tape: str, profile: str) -> None:
 
 
 class Server:
-    """A server child process: ``kind`` is "streamtape" (``workers`` of them), "asyncio"
+    """A server child process, started and stopped by the one launcher
+    (tests/support/processes.py): ``kind`` is "streamtape" (``workers`` of them), "asyncio"
     or "proxy"."""
 
     def __init__(self, kind: str, tape: Path, profile: str, workers: int = 1,
                  tree: Path | None = None) -> None:
         self.kind = kind
         self.request = REQUEST
-        if kind == "streamtape":  # streamtape serve, as a user runs it (from ``tree``: another
-            # checkout of the project, for a figure before a change beside the one after it)
+        # streamtape serve as a user runs it, from ``tree`` if given: another checkout of the
+        # project, for a figure before a change beside the one after it.
+        cwd, env = tree or ROOT, {"PYTHONPATH": str(tree)} if tree else None
+        if kind == "streamtape":
             more = ["--workers", str(workers)] if workers > 1 else []
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamtape.cli", "serve", "--port", "0",
-                 "--profile", profile, *more, str(tape)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tree or ROOT,
-                env={**os.environ, "PYTHONPATH": str(tree)} if tree else None,
-            )
-            assert self.proc.stderr is not None
-            first = self.proc.stderr.readline()
-            self.port = int(first.split(" on http://")[1].split()[0].rsplit(":", 1)[1])
-            return
-        if kind == "proxy":  # streamtape serve --proxy (mitmproxy in front of the replay server)
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamtape.cli", "serve", "--proxy", "--port", "0",
-                 "--profile", profile, str(tape)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tree or ROOT,
-                env={**os.environ, "PYTHONPATH": str(tree)} if tree else None,
-            )
-            assert self.proc.stderr is not None
-            first = self.proc.stderr.readline()
-            self.port = int(first.split("replay proxy on 127.0.0.1:")[1].split()[0])
+            self.child = start([*STREAMTAPE, "serve", "--port", "0", "--profile", profile, *more, str(tape)],
+                               r" on http://(\S+:\d+)", cwd=cwd, env=env)
+        elif kind == "proxy":  # streamtape serve --proxy (mitmproxy in front of the replay server)
+            self.child = start([*STREAMTAPE, "serve", "--proxy", "--port", "0", "--profile", profile, str(tape)],
+                               r"replay proxy on (\S+:\d+)", cwd=cwd, env=env)
             self.request = PROXY_REQUEST
-            return
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.replay", "--child", kind, "--tape", str(tape), "--profile", profile],
-            stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        )
-        assert self.proc.stdout is not None
-        self.port = int(self.proc.stdout.readline())
+        else:
+            self.child = start([sys.executable, "-m", "bench.replay", "--child", kind, "--tape", str(tape),
+                                "--profile", profile], r"baseline on (\S+:\d+)")
+        self.port = self.child.port
 
     def pids(self) -> list[int]:
         """The server's process and its children (the workers of ``serve --workers``)."""
-        return [self.proc.pid, *children(self.proc.pid)]
+        return [self.child.pid, *children(self.child.pid)]
 
     def rss_kib(self, pids: list[int] | None = None) -> int:
         """The RSS of ``pids`` (default: the server's processes, found by a walk of /proc)."""
-        total = 0
-        for pid in self.pids() if pids is None else pids:
-            with contextlib.suppress(OSError):
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        return total
+        return rss_kib(self.pids() if pids is None else pids)
 
     def cpu_s(self) -> float:
-        total = 0
-        for pid in self.pids():
-            with contextlib.suppress(OSError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return cpu_s(self.child.pid, with_children=True)
 
     def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        self.child.stop(signal.SIGTERM, timeout=10, must_exit=False)
 
     def __enter__(self) -> Server:
         return self
@@ -334,13 +303,6 @@ class Run:
     server_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
     wall_s: float = 0.0
-
-
-def pct(values: list[int], p: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))]
 
 
 async def timed_run(server: Server, offsets: list[int], streams: int, stagger_s: float) -> Run:

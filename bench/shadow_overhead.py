@@ -26,18 +26,16 @@ them 50 ms before the first event). Rounds alternate the order of the paths.
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from bench._common import SSE_HEAD, ThreadedServer, Upstream, client, pct, read_head, send_paced
+from tests.support.processes import STREAMTAPE, Child, start
 
 
 class BusyShadow(ThreadedServer):
@@ -65,18 +63,9 @@ CHAT_REQUEST = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAccep
                 b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
 
 
-def start_recorder(args: list[str]) -> tuple[subprocess.Popen[str], int]:
-    """``streamtape record`` on port 0; the bound port read from its startup line."""
-    proc = subprocess.Popen([sys.executable, "-m", "streamtape.cli", "record", "--listen", "127.0.0.1:0", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if m := re.search(r"recording on 127\.0\.0\.1:(\d+)", line):
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-            return proc, int(m.group(1))
-    raise SystemExit(f"the recorder did not start (exit {proc.wait()}): {''.join(seen)}")
+def start_recorder(args: list[str]) -> Child:
+    """``streamtape record`` on port 0 (the one launcher: the bound port read from its startup line)."""
+    return start([*STREAMTAPE, "record", "--listen", "127.0.0.1:0", *args], r"recording on (\S+:\d+)")
 
 
 def main() -> None:
@@ -100,7 +89,7 @@ def main() -> None:
         "shadow-proxy": start_recorder(["--upstream", upstream, "--shadow", shadow_url, "--shadow-loop", "proxy",
                                         "-o", str(tmp / "proxy.tape")]),
     }
-    paths = {"direct": up.port, **{k: port for k, (_, port) in recorders.items()}}
+    paths = {"direct": up.port, **{k: rec.port for k, rec in recorders.items()}}
     lat: dict[str, list[float]] = {k: [] for k in paths}
     head: dict[str, list[float]] = {k: [] for k in paths}
     try:
@@ -118,10 +107,8 @@ def main() -> None:
                 head_ns = client(paths[name], CHAT_REQUEST).head_ns
                 head[name].append((head_ns - up.head_sent_ns[n]) / 1e6)
     finally:
-        for proc, _ in recorders.values():
-            proc.send_signal(signal.SIGINT)
-        for proc, _ in recorders.values():
-            proc.wait(timeout=60)
+        for rec in recorders.values():
+            rec.stop(signal.SIGINT, timeout=60)
 
     print()
     print(f"per-event latency, upstream write -> client read ({a.events} events x {a.rounds} rounds, {a.gap_ms} ms apart);")

@@ -1,9 +1,12 @@
 """Fixtures that more than one test module uses.
 
-Values the tests build (interactions, stream bodies, ``MS``) and ``wait_until``
-live in tests/support/builders.py; real peers (scripted upstream servers, a raw client)
-in tests/support/servers.py; running the CLI in tests/support/recording.py. Test modules import
-those helpers and never each other.
+tests/unit holds the pure, fast tests (no subprocess, no socket server, no real proxy: run
+them alone with ``pytest tests/unit``); tests/system the ones that start processes, real
+servers, mitmproxy, SDK clients, Chromium or llama.cpp. What they share lives in the
+tests/support package (its ``__init__`` says what each module holds): the values the tests
+build and ``wait_until`` (builders.py), real peers (servers.py, ws_upstream.py, ...), the
+process launcher (processes.py) and ``streamtape record`` (recording.py). Test modules import
+those helpers explicitly and never each other.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ Real peers on 127.0.0.1:
 
 Processes and load:
 
+- :mod:`~tests.support.processes`: the one launcher of child processes (``streamtape serve``,
+  ``record``, mitmdump, llama-server, an upstream): start, read the address it prints, stop
+  with a bounded wait; and /proc readings of a process and its children (RSS, CPU, descriptors).
 - :mod:`~tests.support.recording`: ``streamtape record`` as a context manager, scenarios
   recorded through it, and the CLI entry point run in-process (``run_main``).
 - :mod:`~tests.support.reliability`: a stamped upstream in its own process, many concurrent

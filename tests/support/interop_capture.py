@@ -33,7 +33,7 @@ import requests
 import vcr
 
 from tests.support.builders import chat_events
-from tests.support.recording import start_listening
+from tests.support.processes import start
 from tests.support.servers import Conn, Received, ScriptedServer, gzip_sse, sse_events
 
 WORDS = ["Hel", "lo", ", wör", "ld", " 日本", "!"]
@@ -166,11 +166,7 @@ def mitmdump(out: Path, base: str, *extra: str) -> Captured:
         str(Path(sys.executable).with_name("mitmdump")), "--listen-host", "127.0.0.1", "-p", "0",
         "--mode", f"reverse:{base}", "-w", str(out), "--set", f"hardump={out.with_suffix('.har')}", *extra,
     ]
-    proc, url = start_listening(cmd, r"listening at (\S+:\d+)", merge_stderr=True)
-    try:
-        with httpx.Client() as c:
-            texts = [httpx_call(c, url + CHAT), httpx_call(c, url + GZIP)]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+    with start(cmd, r"listening at (\S+:\d+)") as proxy, httpx.Client() as c:
+        texts = [httpx_call(c, proxy.url + CHAT), httpx_call(c, proxy.url + GZIP)]
+        proxy.stop(signal.SIGINT, timeout=30)
     return Captured(out, texts)

@@ -8,12 +8,8 @@ the build runs waits for it.
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import subprocess
-import threading
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,6 +18,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.builders import wait_until
+from tests.support.processes import start
 
 SHARED = ROOT.parent / "shared" / "llama"
 
@@ -46,48 +43,17 @@ def _healthy(url: str) -> bool:
 @contextmanager
 def llama_server(model: str = "tiny") -> Iterator[str]:
     """llama-server on 127.0.0.1, port 0: the port it bound is read from its
-    "listening on http://HOST:PORT" line, then /health is awaited."""
+    "listening on http://HOST:PORT" line, then /health is awaited. ``serve.sh`` and the
+    server it starts are a process group of their own, stopped together."""
     llama_binary()
-    proc = subprocess.Popen(
-        ["bash", str(SHARED / "serve.sh"), "0", model],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
-    log: deque[str] = deque(maxlen=50)
-    bound: list[str] = []
+    with start(["bash", str(SHARED / "serve.sh"), "0", model], r"listening on (http://\S+:\d+)",
+               timeout=120, new_session=True) as proc:
 
-    def read() -> None:
-        # Reads stderr to the end, so llama-server's per-request log never fills the pipe.
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.append(line)
-            if not bound and (m := re.search(r"listening on (http://\S+:\d+)", line)):
-                bound.append(m.group(1))
+        def ready() -> bool:
+            if not proc.running():
+                raise RuntimeError(f"llama-server exited with {proc.returncode}: {proc.stderr[-2000:]}")
+            return _healthy(proc.url)
 
-    threading.Thread(target=read, daemon=True).start()
-
-    def running() -> None:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama-server exited with {proc.returncode}: {''.join(log)[-2000:]}")
-
-    def started() -> str | None:
-        running()
-        return bound[0] if bound else None
-
-    def ready() -> bool:
-        running()
-        return _healthy(url)
-
-    try:
-        url = wait_until(started, timeout=120)
         wait_until(ready, timeout=120, interval=0.1)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        yield proc.url
+        proc.stop(signal.SIGTERM, timeout=10, must_exit=False)

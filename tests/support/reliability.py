@@ -1,5 +1,5 @@
 """Load for the reliability tests and ``bench/reliability.py``: a stamped upstream in its own
-process, many concurrent raw HTTP/1.1 streams from one event loop, and /proc readings.
+process, and many concurrent raw HTTP/1.1 streams from one event loop.
 
 - ``python -m tests.support.reliability upstream --events N --gap-ms G``: an upstream
   (:class:`tests.support.servers.ScriptedServer`, one thread per connection) that
@@ -13,8 +13,9 @@ process, many concurrent raw HTTP/1.1 streams from one event loop, and /proc rea
   independent clients are), send it, and read the chunked response as
   :class:`Fetched`: every chunk with its arrival time, and how the response
   ended. A client may hang up after a given number of pieces.
-- :func:`fd_count`, :func:`rss_kib`: a process's open descriptors and resident
-  memory, from /proc.
+- :func:`raise_fd_limit`: room for that many connections in this process and its children.
+
+The processes themselves and their /proc readings are tests/support/processes.py.
 """
 
 from __future__ import annotations
@@ -22,13 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 MS = 1_000_000
 
@@ -225,34 +224,6 @@ def exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
             while chunk := s.recv(65536):
                 out += chunk
     return out
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (the workers of ``serve --workers``), from /proc."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-    return sorted(out)
-
-
-def fd_count(pid: int) -> int:
-    """Open file descriptors of a process."""
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def rss_kib(pid: int) -> int:
-    """Resident memory of a process (VmRSS, KiB)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise ValueError(f"no VmRSS for pid {pid}")
 
 
 def raise_fd_limit(needed: int) -> bool:

@@ -20,7 +20,7 @@ from streamtape.match.indexed import IndexedMatcher
 from streamtape.serve import ReplayServer
 from tests.support import ROOT
 from tests.support.builders import interaction, sse
-from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.processes import STREAMTAPE, start
 
 
 def numbered(k: int, pieces: int = 5) -> Interaction:
@@ -63,17 +63,12 @@ def test_a_replay_server_of_a_large_cassette_matches_without_holding_it(tmp_path
 def test_streamtape_serve_answers_from_an_indexed_cassette_of_6000_interactions(tmp_path: Path) -> None:
     p = tmp_path / "many.tape"
     write(p, [numbered(k, pieces=2) for k in range(6000)])
-    proc, url = start_listening([*STREAMTAPE, "serve", str(p), "--port", "0", "--profile", "instant"],
-                                r"on http://(\S+)")
-    try:
+    with start([*STREAMTAPE, "serve", str(p), "--port", "0", "--profile", "instant"], r"on http://(\S+)") as proc:
         for k in (0, 5999, 3000):
             want = numbered(k, pieces=2)
-            req = urllib.request.Request(url + "/v1/chat/completions", data=want.request.body, method="POST")
+            req = urllib.request.Request(proc.url + "/v1/chat/completions", data=want.request.body, method="POST")
             with urllib.request.urlopen(req, timeout=30) as r:
                 assert r.read() == want.response.body  # type: ignore[union-attr]
-    finally:
-        proc.send_signal(2)
-        proc.communicate(timeout=30)
 
 
 @pytest.mark.slow

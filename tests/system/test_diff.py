@@ -18,7 +18,8 @@ import streamtape
 from streamtape.serve import ReplayServer
 from tests.support.diff_backends import HELLO, TEXT, one, rechunk
 from tests.support.fixtures_sdk import openai_chat
-from tests.support.recording import STREAMTAPE, recording
+from tests.support.processes import STREAMTAPE
+from tests.support.recording import recording
 from tests.support.recording import run_main as run
 
 # ---------------------------------------------------------------------------

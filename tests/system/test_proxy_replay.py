@@ -23,7 +23,7 @@ from streamtape.errors import OptionError
 from streamtape.mitm.options import parse_bool
 from tests.support import ROOT
 from tests.support.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
-from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.processes import STREAMTAPE, Child, start
 from tests.support.servers import ScriptedServer, content_length, raw_request
 
 BIN = Path(sys.executable).parent
@@ -44,27 +44,23 @@ def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mitm")
 
 
-def _start_serve(tape: Path, confdir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """``streamtape serve --proxy --port 0`` running, and the proxy URL it reports."""
-    return start_listening(
+def _start_serve(tape: Path, confdir: Path, *extra: str) -> Child:
+    """``streamtape serve --proxy --port 0`` running; its ``url`` is the proxy URL it reports."""
+    return start(
         [*STREAMTAPE, "serve", "--proxy", "--port", "0", "--confdir", str(confdir), *extra, str(tape)],
         r"replay proxy on (\S+?:\d+)",
     )
 
 
-def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, err = proc.communicate(timeout=15)
-    finally:
-        proc.kill()
-    return out, err
+def _stop(proc: Child) -> tuple[str, str]:
+    proc.stop(signal.SIGINT, timeout=15)
+    return proc.stdout, proc.stderr
 
 
 @pytest.fixture(scope="module")
-def proxy(tape: Path, confdir: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    proc, url = _start_serve(tape, confdir)
-    yield url, proc
+def proxy(tape: Path, confdir: Path) -> Iterator[tuple[str, Child]]:
+    proc = _start_serve(tape, confdir)
+    yield proc.url, proc
     _, err = _stop(proc)
     assert "Traceback" not in err, err
 
@@ -131,9 +127,9 @@ def test_unmatched_request_goes_upstream(proxy: tuple[str, object]) -> None:
 
 
 def test_refuse_unmatched_answers_404_naming_the_closest(tape: Path, confdir: Path) -> None:
-    proc, url = _start_serve(tape, confdir, "--refuse-unmatched")
+    proc = _start_serve(tape, confdir, "--refuse-unmatched")
     try:
-        with ScriptedServer({"*": content_length(b"{}")}) as up, httpx.Client(proxy=url) as client:
+        with ScriptedServer({"*": content_length(b"{}")}) as up, httpx.Client(proxy=proc.url) as client:
             r = client.post(up.url + "/v1/chat/completions", json={**CHAT_BODY, "model": "x"})
             assert r.status_code == 404
             err = r.json()["error"]
@@ -146,21 +142,18 @@ def test_refuse_unmatched_answers_404_naming_the_closest(tape: Path, confdir: Pa
 
 
 def test_mitmdump_script_replays_from_the_cassette(tape: Path, confdir: Path) -> None:
-    proc, url = start_listening(
+    with start(
         [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--listen-port", "0",
          "--set", f"confdir={confdir}", "-s", str(ROOT / "addons" / "replay.py"),
          "--set", f"streamtape_cassette={tape}", "--set", "streamtape_profile=instant",
          "--set", "streamtape_unmatched=refuse"],
-        r"listening at (\S+?:\d+)", merge_stderr=True,
-    )
-    try:
-        r = raw_request(url, proxy=True, timeout=5)
+        r"listening at (\S+?:\d+)",
+    ) as mitmdump:
+        r = raw_request(mitmdump.url, proxy=True, timeout=5)
         assert [d for _, d in r.chunks] == EVENTS
-        with httpx.Client(proxy=url) as client:
+        with httpx.Client(proxy=mitmdump.url) as client:
             assert client.get("http://llm.test/other").status_code == 404
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=15)
+    out = mitmdump.stdout + mitmdump.stderr
     assert "interaction 0 of chat.tape" in out
     assert "Traceback" not in out
 

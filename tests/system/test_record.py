@@ -8,6 +8,7 @@ import json
 import signal
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ import streamtape
 from streamtape import Cassette, CassetteError
 from tests.support import ROOT
 from tests.support.builders import chat_events, sse, wait_until
-from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.processes import STREAMTAPE, start
+from tests.support.recording import recording
 from tests.support.servers import (
     ScriptedServer,
     close_delimited,
@@ -70,7 +72,7 @@ def test_twenty_writes_30ms_apart_become_twenty_pieces_with_their_bytes_and_timi
     assert offsets == sorted(offsets)
     gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(offsets)]
     # 30 ms apart on the upstream; a loaded 2-core machine may stretch single gaps.
-    assert 25 <= sorted(gaps_ms)[len(gaps_ms) // 2] <= 60
+    assert 25 <= statistics.median(gaps_ms) <= 60
     assert min(gaps_ms) >= 10
     total_ms = (offsets[-1] - offsets[0]) / 1e6
     assert 19 * 30 * 0.9 <= total_ms <= 19 * 30 + 1500
@@ -310,18 +312,14 @@ def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
     mitmdump = Path(sys.executable).parent / "mitmdump"
     addon = ROOT / "addons" / "record.py"
     out = tmp_path / "m.tape"
-    with ScriptedServer({"/s": sse_events(TWENTY[:6], gap=0.01)}) as up:
-        proc, url = start_listening(
-            [str(mitmdump), "-s", str(addon), "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1",
-             "-p", "0", "--set", f"streamtape_out={out}", "--set", "streamtape_label=via=mitmdump"],
-            r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
-        )
-        try:
-            _, got = stream_raw(url + "/s", "GET")
-            wait_until(lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].outcome == "complete")
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=20)
+    with (
+        ScriptedServer({"/s": sse_events(TWENTY[:6], gap=0.01)}) as up,
+        start([str(mitmdump), "-s", str(addon), "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1",
+               "-p", "0", "--set", f"streamtape_out={out}", "--set", "streamtape_label=via=mitmdump"],
+              r"listening at (\S+?:\d+)", cwd=tmp_path) as proxy,
+    ):
+        _, got = stream_raw(proxy.url + "/s", "GET")
+        wait_until(lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].outcome == "complete")
     (ix,) = streamtape.load(out)
     assert [c.data for c in ix.pieces] == TWENTY[:6] == got
     assert ix.labels == {"via": "mitmdump"}

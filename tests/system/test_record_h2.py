@@ -17,6 +17,7 @@ that reads the chunks off the socket.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import ssl
 import threading
@@ -34,7 +35,8 @@ import streamtape
 from streamtape.cassette.model import Interaction
 from streamtape.wire import Framing
 from tests.support.builders import chat_events
-from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.processes import STREAMTAPE, Child, start
+from tests.support.recording import recording
 from tests.support.servers import raw_request, self_signed_pem
 
 pytestmark = pytest.mark.slow
@@ -182,17 +184,15 @@ def test_each_data_frame_of_an_h2_upstream_is_one_recorded_piece(
 
 @pytest.fixture
 def serving(request: pytest.FixtureRequest) -> Iterator[Callable[[Path], str]]:
-    procs = []
+    procs: list[Child] = []
 
-    def start(tape: Path) -> str:
-        proc, url = start_listening([*STREAMTAPE, "serve", str(tape), "--port", "0"], r"on http://(\S+?:\d+)")
-        procs.append(proc)
-        return url
+    def serve(tape: Path) -> str:
+        procs.append(start([*STREAMTAPE, "serve", str(tape), "--port", "0"], r"on http://(\S+?:\d+)"))
+        return procs[-1].url
 
-    yield start
+    yield serve
     for p in procs:
-        p.terminate()
-        p.communicate(timeout=20)
+        p.stop(signal.SIGTERM)
 
 
 @pytest.mark.parametrize("case", list(CASES))

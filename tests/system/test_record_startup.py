@@ -10,6 +10,7 @@ the window, every time, instead of twice in 25 starts.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from streamtape.cassette.model import Interaction
 from streamtape.mitm.proxy import run_proxy
 from streamtape.mitm.record import RecordAddon
 from tests.support.builders import chat_events
-from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.processes import STREAMTAPE, start
 from tests.support.servers import ScriptedServer, sse_events
 
 pytestmark = pytest.mark.slow
@@ -99,9 +100,6 @@ def test_recording_line_names_the_listen_address_once_in_reverse_mode_to_https(t
     # mitmproxy listens on TCP and UDP (HTTP/3) for an https:// upstream and lists both.
     cmd = [*STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(tmp_path / "r.tape"),
            "--upstream", "https://127.0.0.1:9", "--insecure"]
-    proc, url = start_listening(cmd, r"recording on (.+?) -> https://")
-    try:
-        assert url.count(":") == 2 and "," not in url, url  # http://HOST:PORT, nothing more
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=20)
+    with start(cmd, r"recording on (.+?) -> https://") as proc:
+        assert proc.url.count(":") == 2 and "," not in proc.url, proc.url  # http://HOST:PORT, nothing more
+        proc.stop(signal.SIGTERM)

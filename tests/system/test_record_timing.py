@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import socket
 import ssl
 import statistics
@@ -33,7 +32,8 @@ from streamtape.cassette.reader import read_records
 from streamtape.cassette.records import decode_pieces, record_kind
 from tests.support import ROOT
 from tests.support.builders import MS, chat_events
-from tests.support.recording import recording, run_main, start_listening
+from tests.support.processes import start
+from tests.support.recording import recording, run_main
 from tests.support.servers import (
     SSE_HEADERS,
     Conn,
@@ -337,21 +337,17 @@ def test_an_upstream_proxys_connect_is_a_setup_mark_of_its_own(tmp_path: Path) -
     mitmdump = Path(sys.executable).parent / "mitmdump"
     addon = ROOT / "addons" / "record.py"
     try:
-        with ScriptedServer({PATH: timed_sse(EVENTS, GAP, log)}, tls=pausing_tls(PAUSE)) as up:
-            proc, url = start_listening(
-                [str(mitmdump), "-s", str(addon), "--mode", f"upstream:{tunnel.url}", "--listen-host", "127.0.0.1",
-                 "-p", "0", "--ssl-insecure", "--set", f"confdir={confdir}", "--set", "connection_strategy=lazy",
-                 "--set", f"streamtape_out={out}"],
-                r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
-            )
-            try:
-                ca = ssl.create_default_context(cafile=str(confdir / "mitmproxy-ca-cert.pem"))
-                with httpx.Client(proxy=url, verify=ca, timeout=10) as c:
-                    r = c.post(up.url + PATH, json={"stream": True})
-                assert r.status_code == 200 and r.content == b"".join(EVENTS)
-            finally:
-                proc.send_signal(signal.SIGINT)
-                proc.communicate(timeout=20)
+        with (
+            ScriptedServer({PATH: timed_sse(EVENTS, GAP, log)}, tls=pausing_tls(PAUSE)) as up,
+            start([str(mitmdump), "-s", str(addon), "--mode", f"upstream:{tunnel.url}", "--listen-host", "127.0.0.1",
+                   "-p", "0", "--ssl-insecure", "--set", f"confdir={confdir}", "--set", "connection_strategy=lazy",
+                   "--set", f"streamtape_out={out}"],
+                  r"listening at (\S+?:\d+)", cwd=tmp_path) as proxy,
+        ):
+            ca = ssl.create_default_context(cafile=str(confdir / "mitmproxy-ca-cert.pem"))
+            with httpx.Client(proxy=proxy.url, verify=ca, timeout=10) as c:
+                r = c.post(up.url + PATH, json={"stream": True})
+            assert r.status_code == 200 and r.content == b"".join(EVENTS)
     finally:
         tunnel.close()
     (ix,) = streamtape.load(out)

@@ -32,8 +32,8 @@ import pytest
 
 import streamtape
 from streamtape.cassette.model import Outcome
-from tests.support.builders import wait_until
-from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.processes import STREAMTAPE, start
+from tests.support.recording import recording
 from tests.support.reliability import Fetched, fetch_many
 
 pytestmark = pytest.mark.slow
@@ -44,15 +44,12 @@ EVENTS, GAP_MS = 40, 25
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     """The stamped upstream (``EVENTS`` events ``GAP_MS`` apart per request), in its own process."""
-    proc, url = start_listening(
+    with start(
         [sys.executable, "-m", "tests.support.reliability", "upstream", "--events", str(EVENTS), "--gap-ms", str(GAP_MS)],
-        r"upstream on (\S+:\d+)", merge_stderr=True,
-    )
-    try:
-        yield url
-    finally:
+        r"upstream on (\S+:\d+)",
+    ) as proc:
+        yield proc.url
         proc.kill()
-        proc.wait()
 
 
 def paths(n: int, tag: str) -> list[str]:
@@ -106,8 +103,8 @@ def test_sigkill_under_load_never_loses_a_saved_interaction_nor_the_file(tmp_pat
         kill_after = rng.uniform(0.2, 1.6)  # streams last ~1 s each, started over 0.5 s
         with recording(out, upstream=upstream) as rec:
             fetched = asyncio.run(_load_and_kill(rec.proc.pid, rec.port, paths(200, f"r{round_}-"), kill_after))
-            rec.proc.wait(10)
-            stdout = rec.proc.stdout.read() if rec.proc.stdout else ""
+            rec.wait(10)
+            stdout = rec.stdout
         got = {f.key: f for f in fetched}
         saved = [m.group(1) for line in stdout.splitlines() if (m := _SAVED.match(line))]
         msg = f"seed {seed}, round {round_}, killed after {kill_after:.2f} s"
@@ -228,23 +225,13 @@ def test_a_disk_that_fills_up_mid_recording_keeps_serving_and_says_once_what_was
     size = 96 * 1024  # about 20 of these recordings fit; 40 are made
     with _small_disk(how, tmp_path, size) as (out, prefix):
         cmd = [*prefix, *STREAMTAPE, "record", "--listen", "127.0.0.1:0", "-o", str(out), "--upstream", upstream]
-        proc, url = start_listening(cmd, r"recording on (\S+:\d+)")
-        port = int(url.rsplit(":", 1)[1])
-        got: list[Fetched] = []
-        for batch in range(4):  # in waves, so some are saved before the disk is full
-            got += fetch(port, paths(10, f"w{batch}-"), stagger_s=0.2)
-        assert proc.stdout is not None
-        lines: list[str] = []
-
-        def all_reported() -> bool:
-            os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
-            while line := proc.stdout.readline():  # type: ignore[union-attr]
-                lines.append(line.rstrip("\n"))
-            return len(lines) >= len(got)
-
-        wait_until(all_reported, 30)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
+        with start(cmd, r"recording on (\S+:\d+)") as proc:
+            got: list[Fetched] = []
+            for batch in range(4):  # in waves, so some are saved before the disk is full
+                got += fetch(proc.port, paths(10, f"w{batch}-"), stagger_s=0.2)
+            lines = proc.wait_lines(len(got), timeout=30)
+            proc.stop(signal.SIGINT, timeout=30)
+        err = proc.stderr
         cas = streamtape.load(out)
     # Every client was served in full, disk or no disk.
     assert [f.ending for f in got] == ["complete"] * len(got)

@@ -27,9 +27,9 @@ import itertools
 import logging
 import os
 import re
+import signal
 import socket
 import statistics
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -41,16 +41,10 @@ import pytest
 import streamtape
 from streamtape.serve import ReplayServer
 from streamtape.serve.guard import exposure_warning
+from streamtape.stats import percentile
 from tests.support.builders import CHAT_BODY, EVENTS, MS, chat_ix, interaction, wait_until
-from tests.support.recording import STREAMTAPE, start_listening
-from tests.support.reliability import (
-    exchange,
-    fd_count,
-    fetch_many,
-    raise_fd_limit,
-    request_bytes,
-    rss_kib,
-)
+from tests.support.processes import STREAMTAPE, Child, fd_count, rss_kib, start
+from tests.support.reliability import exchange, fetch_many, raise_fd_limit, request_bytes
 
 PATH = "/v1/chat/completions"
 
@@ -156,14 +150,10 @@ def test_the_cli_takes_16_mib_bodies_by_default_and_max_body_sets_another_limit(
     tape = tmp_path / "t.tape"
     streamtape.save(tape, [chat_ix()])
     for args, limit in ([], 16 * 1024 * 1024), (["--max-body", "1000"], 1000):
-        proc, url = start_listening([*STREAMTAPE, "serve", str(tape), "--port", "0", *args],
-                                    r"on http://(\S+:\d+) ")
-        try:
-            assert httpx.post(url + PATH, content=b"x" * (limit + 1), timeout=30).status_code == 413
-            assert httpx.post(url + PATH, content=b"x" * limit, timeout=30).status_code == 404
-        finally:
-            proc.terminate()
-            proc.communicate(timeout=20)
+        with serve_cli(str(tape), *args) as proc:
+            assert httpx.post(proc.url + PATH, content=b"x" * (limit + 1), timeout=30).status_code == 413
+            assert httpx.post(proc.url + PATH, content=b"x" * limit, timeout=30).status_code == 404
+            proc.stop(signal.SIGTERM)
 
 
 def test_a_client_that_never_reads_is_dropped_after_the_timeout_with_bounded_buffering(
@@ -203,27 +193,17 @@ def test_serve_listens_on_loopback_by_default_and_warns_on_any_other_address(tmp
     tape = tmp_path / "t.tape"
     streamtape.save(tape, [chat_ix()])
     for args, host, warned in ([], "127.0.0.1", False), (["--host", "0.0.0.0"], "0.0.0.0", True):
-        proc, url, head = serve_cli(str(tape), *args)
-        proc.terminate()
-        proc.communicate(timeout=20)
-        assert url.startswith(f"http://{host}:")
+        with serve_cli(str(tape), *args) as proc:
+            proc.stop(signal.SIGTERM)
+        assert proc.url.startswith(f"http://{host}:")
         warning = "streamtape: warning: listening on every interface (0.0.0.0)"
-        assert any(warning in x for x in head) is warned, head
+        assert any(warning in x for x in proc.err_lines) is warned, proc.err_lines
 
 
-def serve_cli(*args: str) -> tuple[subprocess.Popen[str], str, list[str]]:
-    """``streamtape serve ARGS --port 0``: the process, its URL, and the stderr lines up to
-    the one that says where it listens (warnings come before it)."""
-    proc = subprocess.Popen([*STREAMTAPE, "serve", *args, "--port", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    head: list[str] = []
-    for line in proc.stderr:
-        head.append(line)
-        if m := re.search(r" on (http://\S+:\d+) ", line):
-            return proc, m.group(1), head
-    proc.kill()
-    pytest.fail(f"serve did not start: {''.join(head)}")
+def serve_cli(*args: str) -> Child:
+    """``streamtape serve ARGS --port 0`` running, once its stderr says where it listens
+    (warnings come before that line)."""
+    return start([*STREAMTAPE, "serve", *args, "--port", "0"], r" on (http://\S+:\d+) ")
 
 
 @pytest.mark.parametrize(
@@ -247,13 +227,11 @@ def test_serving_a_folder_never_reads_a_file_outside_it(tmp_path: Path, lines: l
     (folder / "up.tape").symlink_to("../private/secret.tape")
     os.mkfifo(folder / "pipe.tape")  # reading it would block for ever
     # The CLI: warns about each entry it skips, serves only what is inside.
-    proc, url, head = serve_cli(str(folder))
-    try:
-        assert httpx.post(url + "/inside", json={"stream": True}, timeout=10).status_code == 200
-        assert httpx.post(url + "/secret", json={"stream": True}, timeout=10).status_code == 404
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=20)
+    with serve_cli(str(folder)) as proc:
+        assert httpx.post(proc.url + "/inside", json={"stream": True}, timeout=10).status_code == 200
+        assert httpx.post(proc.url + "/secret", json={"stream": True}, timeout=10).status_code == 404
+        proc.stop(signal.SIGTERM)
+    head = proc.err_lines
     skipped = sorted(x for x in head if "skipped" in x)
     assert len(skipped) == 3, head
     assert f"{folder / 'pipe.tape'}: skipped, not a regular file" in skipped[0]
@@ -312,21 +290,13 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
     tape = tmp_path / "steady.tape"
     times = _steady_tape(tape)
     body = b"".join(p.data for p in streamtape.load(tape)[0].response.pieces)  # type: ignore[union-attr]
-    proc, url = start_listening([*STREAMTAPE, "serve", str(tape), "--port", "0"], r"on http://(\S+:\d+) ")
-    log: list[str] = []
-    assert proc.stdout is not None
-    stdout = proc.stdout
-
-    def drain() -> None:  # the server's log lines must not fill the pipe
-        for line in stdout:
-            log.append(line)
-
-    threading.Thread(target=drain, daemon=True).start()
-    host, port = url.removeprefix("http://").split(":")
+    proc = serve_cli(str(tape))
+    log = proc.out_lines  # the server's log lines, read as they come
+    host, port = "127.0.0.1", proc.port
     hang_up = {i: 10 for i in range(0, STREAMS, HANG_UP_EVERY)}
 
     def round_() -> list:  # type: ignore[type-arg]
-        return asyncio.run(fetch_many(host, int(port), [PATH] * STREAMS, stagger_s=1.0, hang_up=hang_up,
+        return asyncio.run(fetch_many(host, port, [PATH] * STREAMS, stagger_s=1.0, hang_up=hang_up,
                                       timeout=60))
 
     def settled(fds: int) -> bool:
@@ -343,8 +313,7 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
         wait_until(lambda: settled(fds0), 10)
         fds1, rss1 = fd_count(proc.pid), rss_kib(proc.pid)
     finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+        proc.stop(signal.SIGTERM, timeout=30)
     left = [f for i, f in enumerate(got) if i in hang_up]
     stayed = [f for i, f in enumerate(got) if i not in hang_up]
     assert [f.ending for f in left] == ["hung_up"] * len(left)
@@ -354,7 +323,8 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
     rec_gaps = [b - a for a, b in itertools.pairwise(times)]
     errors = sorted(abs((b[0] - a[0]) - g) / MS for f in stayed
                     for (a, b), g in zip(itertools.pairwise(f.pieces), rec_gaps, strict=True))
-    p50, p99 = errors[len(errors) // 2], errors[int(len(errors) * 0.99)]
+    p50, p99 = percentile(errors, 50), percentile(errors, 99)
+    assert p50 is not None and p99 is not None
     ends = [(f.pieces[-1][0] - f.sent_ns - times[-1]) / MS for f in stayed]
     print(f"\n1000 streams: gap error p50 {p50:.2f} ms, p99 {p99:.2f} ms; last piece late by median "
           f"{statistics.median(ends):.1f} ms, max {max(ends):.1f} ms; fds {fds0} -> peak {sampler.fds} -> {fds1}; "

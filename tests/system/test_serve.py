@@ -34,7 +34,7 @@ from tests.support.builders import (
     chat_ix,
     wait_until,
 )
-from tests.support.recording import STREAMTAPE, start_listening
+from tests.support.processes import STREAMTAPE, Child, start
 from tests.support.servers import raw_request
 
 
@@ -352,23 +352,20 @@ def tape(tmp_path: Path) -> Path:
     return p
 
 
-def _start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
-    """``streamtape serve --port 0 ...`` running, and the URL it says it serves on."""
-    return start_listening(args, r"on http://(\S+?:\d+)")
+def _start(args: list[str]) -> Child:
+    """``streamtape serve --port 0 ...`` running; its ``url`` is the one it says it serves on."""
+    return start(args, r"on http://(\S+?:\d+)")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cli_serves_logs_and_stops_cleanly_on_signal(tape: Path, sig: int) -> None:
-    proc, url = _start(_cli("serve", str(tape), "--port", "0"))
-    try:
-        r = httpx.post(url + "/v1/chat/completions", json=CHAT_BODY)
+    with _start(_cli("serve", str(tape), "--port", "0")) as proc:
+        r = httpx.post(proc.url + "/v1/chat/completions", json=CHAT_BODY)
         assert r.text == "".join(e.decode() for e in EVENTS)
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
+        code = proc.stop(sig, timeout=10)
+    out, err = proc.stdout, proc.stderr
+    assert code == 0, err
     assert "Traceback" not in err
     assert "interaction 0 of chat.tape" in out and "outcome=complete" in out
     assert "stopped; served 1 request" in err
@@ -378,32 +375,26 @@ def test_cli_serves_logs_and_stops_cleanly_on_signal(tape: Path, sig: int) -> No
 def test_cli_ctrl_c_with_a_stream_in_flight_logs_it_as_interrupted(tmp_path: Path) -> None:
     tape = tmp_path / "slow.tape"
     streamtape.save(tape, [chat_ix(300)])
-    proc, url = _start(_cli("serve", str(tape), "--port", "0"))
-    try:
-        with httpx.stream("POST", url + "/v1/chat/completions", json=CHAT_BODY) as r:
+    with _start(_cli("serve", str(tape), "--port", "0")) as proc:
+        with httpx.stream("POST", proc.url + "/v1/chat/completions", json=CHAT_BODY) as r:
             it = r.iter_raw()
             next(it)
             proc.send_signal(signal.SIGINT)
             with pytest.raises(httpx.RemoteProtocolError):
                 for _ in it:
                     pass
-        out, err = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0
+        code = proc.wait(10)  # one Ctrl-C is the clean stop (a second one forces it)
+    out, err = proc.stdout, proc.stderr
+    assert code == 0
     assert "Traceback" not in err
     assert "outcome=interrupted" in out
 
 
 @pytest.mark.slow
 def test_cli_profile_option_applies(tape: Path) -> None:
-    proc, url = _start(_cli("serve", str(tape), "--port", "0", "--profile", "chunk=bytes:5;latency=instant"))
-    try:
-        r = raw_request(url)
+    with _start(_cli("serve", str(tape), "--port", "0", "--profile", "chunk=bytes:5;latency=instant")) as proc:
+        r = raw_request(proc.url)
         assert all(len(d) <= 5 for _, d in r.chunks) and r.body == b"".join(EVENTS)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=10)
 
 
 @pytest.mark.parametrize(

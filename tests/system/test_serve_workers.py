@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,8 +26,7 @@ import pytest
 import streamtape
 from streamtape.serve.journal import SharedJournal
 from tests.support.builders import CHAT_BODY, EVENTS, MS, chat_ix, wait_until
-from tests.support.recording import STREAMTAPE, start_listening
-from tests.support.reliability import children
+from tests.support.processes import STREAMTAPE, Child, children, start
 from tests.support.servers import raw_request
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux only")
@@ -51,23 +51,22 @@ def slow_tape(tmp_path: Path) -> Path:
     return path
 
 
-def _serve(tape: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    return start_listening([*STREAMTAPE, "serve", str(tape), "--port", "0", *args],
-                           r"on http://(\S+?:\d+)")
+def _serve(tape: Path, *args: str) -> tuple[Child, str]:
+    proc = start([*STREAMTAPE, "serve", str(tape), "--port", "0", *args], r"on http://(\S+?:\d+)")
+    return proc, proc.url
 
 
 @pytest.fixture
-def two_workers(tape: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def two_workers(tape: Path) -> Iterator[tuple[Child, str]]:
     proc, url = _serve(tape, "--workers", "2", "--profile", "instant")
     try:
         yield proc, url
     finally:
-        if proc.poll() is None:
+        if proc.running():
             proc.kill()  # the workers see their parent go (its lifeline) and stop
-            proc.communicate(timeout=20)
 
 
-def _workers(proc: subprocess.Popen[str], n: int) -> list[int]:
+def _workers(proc: Child, n: int) -> list[int]:
     """The pids of ``serve``'s ``n`` worker processes, once all are there."""
 
     def found() -> list[int] | None:
@@ -91,9 +90,9 @@ def _ask(url: str, model: str) -> httpx.Response:
         return c.post(url + "/v1/chat/completions", json={**CHAT_BODY, "model": model})
 
 
-def _stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[str, str]:
-    proc.send_signal(sig)
-    return proc.communicate(timeout=20)
+def _stop(proc: Child, sig: int = signal.SIGINT) -> tuple[str, str]:
+    proc.stop(sig)
+    return proc.stdout, proc.stderr
 
 
 # --------------------------------------------------------------------------- one port
@@ -123,9 +122,8 @@ def test_two_workers_each_accept_connections_on_the_one_port(slow_tape: Path) ->
             s.close()
         assert _stop(proc)[1].count("Traceback") == 0
     finally:
-        if proc.poll() is None:
+        if proc.running():
             proc.kill()
-            proc.communicate()
 
 
 def test_a_port_already_taken_is_one_clean_error(tape: Path) -> None:
@@ -151,7 +149,7 @@ def test_workers_do_not_apply_to_the_proxy(tape: Path) -> None:
 
 
 def test_every_workers_lines_come_out_of_serve_whole_and_numbered_once(
-    two_workers: tuple[subprocess.Popen[str], str],
+    two_workers: tuple[Child, str],
 ) -> None:
     proc, url = two_workers
     for i in range(30):
@@ -171,7 +169,7 @@ def test_every_workers_lines_come_out_of_serve_whole_and_numbered_once(
 
 
 def test_journal_on_any_worker_lists_every_request_at_once(
-    two_workers: tuple[subprocess.Popen[str], str],
+    two_workers: tuple[Child, str],
 ) -> None:
     _, url = two_workers
     asked: list[str] = []
@@ -194,7 +192,7 @@ def test_journal_on_any_worker_lists_every_request_at_once(
 
 
 def test_ctrl_c_stops_every_worker_and_adds_up_their_counts(
-    two_workers: tuple[subprocess.Popen[str], str],
+    two_workers: tuple[Child, str],
 ) -> None:
     proc, url = two_workers
     workers = _workers(proc, 2)
@@ -210,13 +208,13 @@ def test_ctrl_c_stops_every_worker_and_adds_up_their_counts(
 
 
 def test_a_worker_that_dies_stops_the_server_with_an_error(
-    two_workers: tuple[subprocess.Popen[str], str],
+    two_workers: tuple[Child, str],
 ) -> None:
     proc, _ = two_workers
     workers = _workers(proc, 2)
     os.kill(workers[1], signal.SIGKILL)
     proc.wait(timeout=20)
-    err = proc.stderr.read() if proc.stderr else ""
+    err = proc.stderr
     assert proc.returncode == 2
     assert "worker 1 stopped on its own (exit status -9)" in err
     assert "Traceback" not in err
@@ -239,7 +237,7 @@ def test_each_worker_plays_its_streams_on_time(tmp_path: Path) -> None:
             arrivals = [t for t, _ in r.chunks]
             errors += [abs((b - a) - 20 * MS) for a, b in itertools.pairwise(arrivals)]
         # Generous for a loaded machine; a worker without its own clock would be off by ms.
-        assert sorted(errors)[len(errors) // 2] < 3 * MS, errors
+        assert statistics.median(errors) < 3 * MS, errors
     finally:
         _stop(proc)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -161,7 +162,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
             rec.stop()
             stop_seconds = time.monotonic() - t0
         yield Session(
-            tape, direct, proxied, sdk_text, "\n".join(rec.lines) + rec.stdout, rec.stderr, stop_seconds,
+            tape, direct, proxied, sdk_text, rec.stdout, rec.stderr, stop_seconds,
             {"primary": primary.received, "word": word.received, "slow": slow.received, "hang": hang.received},
             {"primary": primary.port, "word": word.port, "slow": slow.port, "hang": hang.port, "refused": refused},
         )
@@ -172,11 +173,6 @@ def by_pair(tape: Path) -> dict[str, dict[str, Interaction]]:
     for ix in streamtape.load(tape):
         out.setdefault(ix.labels["pair"], {})[ix.labels["backend"]] = ix
     return out
-
-
-def median(values: list[int]) -> float:
-    s = sorted(values)
-    return float(s[len(s) // 2])
 
 
 # --------------------------------------------------------------------------
@@ -212,7 +208,7 @@ def test_shadows_cost_the_client_no_time_beyond_the_recorder(session: Session) -
         # Waiting for the slow shadow would cost 300 ms before the first event and 750 ms in all.
         assert (p.ended - p.started) - (d.ended - d.started) < 200_000_000
     assert max(first) < 100_000_000, first
-    assert median(gap_diffs) < 2_000_000, sorted(gap_diffs)
+    assert statistics.median(gap_diffs) < 2_000_000, sorted(gap_diffs)
     assert max(gap_diffs) < 100_000_000, sorted(gap_diffs)
 
 
@@ -257,7 +253,7 @@ def test_each_shadow_is_recorded_with_its_own_timing(session: Session) -> None:
         assert primary.first_byte_ns is not None and slow.first_byte_ns is not None
         assert slow.first_byte_ns - primary.first_byte_ns > 200_000_000  # 300 ms before its first byte
         gaps = [b.at_ns - a.at_ns for a, b in zip(slow.pieces[1:], slow.pieces[2:], strict=False)]
-        assert median(gaps) > 1.5 * GAP * 1e9  # twice the primary's spacing
+        assert statistics.median(gaps) > 1.5 * GAP * 1e9  # twice the primary's spacing
         assert slow.duration_ns is not None and primary.duration_ns is not None
         assert slow.duration_ns - primary.duration_ns > 500_000_000  # 0.3 s + 15 gaps of 60 ms, against 15 of 30
         assert word.outcome == "complete" and len(word.pieces) == len(chat_events(CHANGED))

@@ -13,7 +13,7 @@ import pytest
 import streamtape
 from streamtape import Interaction, Piece, Request, Response
 from streamtape.commands.show import escape_piece
-from tests.support.recording import STREAMTAPE
+from tests.support.processes import STREAMTAPE
 
 EURO = "€".encode()
 

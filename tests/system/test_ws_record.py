@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
 import struct
 import sys
@@ -42,7 +41,8 @@ from streamtape.errors import CassetteError
 from streamtape.wire import Framing
 from tests.support import ROOT
 from tests.support.builders import MS, chat_ix, wait_until
-from tests.support.recording import recording, start_listening
+from tests.support.processes import start
+from tests.support.recording import recording
 from tests.support.servers import ScriptedServer
 from tests.support.ws_upstream import (
     FIRST_TOKEN_GAP,
@@ -134,19 +134,15 @@ async def turn_through_mitmdump(tmp_path: Path, up_url: str, out: Path, *args: s
     reverse mode to ``up_url``, once the cassette holds the finished session."""
     mitmdump = Path(sys.executable).parent / "mitmdump"
     addon = ROOT / "addons" / "record.py"
-    proc, url = start_listening(
+    with start(
         [str(mitmdump), "-s", str(addon), *args, "--mode", f"reverse:{up_url}", "--listen-host", "127.0.0.1",
          "-p", "0", "--set", f"streamtape_out={out}"],
-        r"listening at (\S+?:\d+)", merge_stderr=True, cwd=tmp_path,
-    )
-    try:
-        got = await realtime_turn(url, path=path)
+        r"listening at (\S+?:\d+)", cwd=tmp_path,
+    ) as proxy:
+        got = await realtime_turn(proxy.url, path=path)
         await asyncio.to_thread(
             wait_until, lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None
         )
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
     return got
 
 

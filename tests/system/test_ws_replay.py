@@ -50,6 +50,7 @@ from streamtape.cassette.model import Request as HTTPRequest
 from streamtape.cassette.reader import load
 from streamtape.serve import ReplayServer
 from tests.support.builders import MS, chat_ix
+from tests.support.processes import STREAMTAPE, start
 from tests.support.realtime_session import (
     CLIENT_EVENTS,
     ITEM_CREATE,
@@ -63,7 +64,7 @@ from tests.support.realtime_session import (
     URL,
     session_ix,
 )
-from tests.support.recording import STREAMTAPE, recording, start_listening
+from tests.support.recording import recording
 from tests.support.ws_upstream import WORDS as UPSTREAM_WORDS
 from tests.support.ws_upstream import realtime_upstream
 
@@ -164,16 +165,13 @@ async def test_faithful_replay_into_a_websockets_client_keeps_messages_headers_a
 async def test_a_recorded_session_replays_through_serve_proxy(tape: Path, tmp_path: Path, scheme: str) -> None:
     """Through ``serve --proxy`` (a CONNECT tunnel, TLS by mitmproxy's CA for wss): the
     upgrade is the tunnel's first request, so the replay server itself takes the session."""
-    proc, proxy = start_listening(
-        [*STREAMTAPE, "serve", "--proxy", "--port", "0", "--confdir", str(tmp_path), str(tape)],
-        r"replay proxy on (\S+?:\d+)")
-    try:
+    with start([*STREAMTAPE, "serve", "--proxy", "--port", "0", "--confdir", str(tmp_path), str(tape)],
+               r"replay proxy on (\S+?:\d+)") as proc:
         tls = ssl.create_default_context(cafile=str(tmp_path / "mitmproxy-ca-cert.pem"))
-        conv = await converse(f"{scheme}://api.openai.com", proxy=proxy,
+        conv = await converse(f"{scheme}://api.openai.com", proxy=proc.url,
                               **({"ssl": tls} if scheme == "wss" else {}))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=15)
+        proc.stop(signal.SIGINT, timeout=15)
+    out, err = proc.stdout, proc.stderr
     assert conv.types == SERVER_TYPES and conv.text == TEXT and conv.closed is None
     assert conv.headers["x-request-id"] == "req_7f3a"
     assert "outcome=complete: closed 1000 by the client" in out, out
