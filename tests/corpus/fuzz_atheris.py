@@ -31,7 +31,7 @@ def pieces_of(body: bytes, cuts: list[int]) -> list[bytes]:
 
 def sse_events(pieces: list[bytes]):
     p = SSEParser()
-    out = []
+    out: list[tuple[str, str, str, int | None]] = []
     for i, pc in enumerate(pieces):
         out.extend((e.event, e.data, e.id, e.retry) for e in p.feed(pc, i) if type(e) is SSEEvent)
     p.close()

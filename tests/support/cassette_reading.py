@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamtape
 from streamtape import Interaction
-from streamtape.cassette.model import Direction, Message, WebSocketSession
+from streamtape.cassette.model import Direction, Message, Outcome, WebSocketSession
 from streamtape.cassette.records import interaction_records
 from streamtape.cassette.writer import CassetteWriter
 from tests.support.builders import MS, chat_ix, interaction, sse
@@ -50,7 +50,7 @@ def originals() -> list[Interaction]:
     return [
         chat_ix(tag="a"),
         interaction([sse({"i": i}) for i in range(4)], outcome="upstream_closed", error="cut"),
-        Interaction(chat_ix().request, None, "upstream_error", "refused", 3),
+        Interaction(chat_ix().request, None, Outcome.UPSTREAM_ERROR, "refused", 3),
         session(),
     ]
 

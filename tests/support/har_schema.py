@@ -116,13 +116,14 @@ SCHEMA: dict[str, Any] = _obj({
 _formats = jsonschema.FormatChecker()
 
 
-@_formats.checks("har-date-time", raises=ValueError)
 def _date_time(value: object) -> bool:
     if not isinstance(value, str) or not DATE_TIME.match(value):
         return False
     datetime.fromisoformat(value.replace("Z", "+00:00"))
     return True
 
+
+_formats.checks("har-date-time", raises=ValueError)(_date_time)
 
 def check(doc: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` (or AssertionError) unless ``doc`` is valid HAR 1.2."""

@@ -22,10 +22,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx_sse
@@ -43,7 +44,7 @@ EVENTS = chat_events(WORDS)
 CHAT = "/v1/chat/completions"
 GZIP = "/v1/gzip/chat/completions"
 COUNTER = "/v1/counter/chat/completions"
-BODY = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+BODY: dict[str, Any] = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
 
 def counter_answer(n: int) -> str:
@@ -68,10 +69,12 @@ def upstream(gap: float = 0.01) -> Iterator[ScriptedServer]:
         yield up
 
 
-def sse_text(lines: Iterator[str]) -> str:
-    """The answer an OpenAI chat stream assembles to (the client's view, parsed here, not by streamtape)."""
+def sse_text(lines: Iterable[str | bytes]) -> str:
+    """The answer an OpenAI chat stream assembles to (the client's view, parsed here, not by streamtape);
+    ``lines`` as a client iterates them (requests' ``iter_lines`` may give bytes)."""
     out = []
-    for line in lines:
+    for raw in lines:
+        line = raw if isinstance(raw, str) else raw.decode()
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()

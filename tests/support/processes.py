@@ -132,7 +132,7 @@ class Child:
                                      f"({'it exited' if done else f'{timeout} s'}):\n{self._tail()}")
                 self._changed.wait(min(left, 0.1))
 
-    def wait_lines(self, n: int, stream: Stream = "stdout", timeout: float = 10.0) -> list[str]:
+    def wait_lines(self, n: int, timeout: float = 10.0, stream: Stream = "stdout") -> list[str]:
         """Wait until ``stream`` holds ``n`` lines (up to ``timeout`` seconds); its lines so far,
         without their line ends."""
         lines = self._stream(stream)

@@ -33,11 +33,11 @@ def event(**fields: Any) -> bytes:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-SESSION_UPDATE = {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"],
+SESSION_UPDATE: dict[str, Any] = {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"],
                                                         "instructions": "Answer briefly."}}
-ITEM_CREATE = {"type": "conversation.item.create", "item": {
+ITEM_CREATE: dict[str, Any] = {"type": "conversation.item.create", "item": {
     "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Greet me"}]}}
-RESPONSE_CREATE = {"type": "response.create"}
+RESPONSE_CREATE: dict[str, Any] = {"type": "response.create"}
 CLIENT_EVENTS = (SESSION_UPDATE, ITEM_CREATE, RESPONSE_CREATE)
 
 DELTAS = ("Grüße", " und", " hallo", " ✓", "!")

@@ -72,7 +72,7 @@ def record_scenarios(out: Path, upstream: str, names: Sequence[str], send: Calla
     return Scenarios(out, dict(zip(names, ixs, strict=True)), {n: i for i, n in enumerate(names)})
 
 
-def run_main(*args: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_main(*args: str | Path | int, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """The real CLI entry point in-process: exit status, stdout, stderr."""
     with pytest.raises(SystemExit) as exc:
         main([str(a) for a in args])

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.client import connect
@@ -69,7 +70,8 @@ class Session:
     path: str
     headers: dict[str, str]
     sent: list[Sent] = field(default_factory=list)
-    received: list[dict[str, object]] = field(default_factory=list)
+    received: list[dict[str, Any]] = field(default_factory=list)
+    """The client's events as JSON values."""
 
 
 @dataclass

@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 
 import streamtape
+from streamtape.cassette.model import Outcome
 from streamtape.cassette.pieces import Piece
 from streamtape.diff import compare, diff_many, render_html
 from streamtape.diff.render_html import piece_text
@@ -27,14 +29,14 @@ class Dom(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.lanes: dict[str, dict] = {}
+        self.lanes: dict[str, dict[str, Any]] = {}
         self.svgs: list[dict[str, str]] = []
         self.tags: list[str] = []
         self.sections: list[str] = []
         self._lane: str | None = None
         self._depth = 0
         self._title: list[str] | None = None
-        self._last_tick: dict | None = None
+        self._last_tick: dict[str, str | None] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -139,6 +141,7 @@ def test_both_timelines_share_one_time_axis(recorded) -> None:
     dom = parse(render_html(compare(a, b)))
     (svg,) = dom.svgs
     t_max, x0, width = (float(svg[k]) for k in ("data-t-max-ns", "data-plot-x", "data-plot-width"))
+    assert a.end_ns is not None and b.end_ns is not None
     assert t_max >= max(a.end_ns, b.end_ns)
     for side, ix in (("A", a), ("B", b)):
         ticks = dom.lanes[f"1{side}"]["ticks"]
@@ -154,6 +157,7 @@ def test_both_timelines_share_one_time_axis(recorded) -> None:
 def test_tick_height_grows_with_piece_size(recorded) -> None:
     a = one(recorded["hello"])
     big = a.pieces[1]
+    assert a.response is not None
     b = streamtape.Interaction(
         a.request,
         streamtape.Response(
@@ -192,7 +196,7 @@ def test_whole_cassette_page_has_a_section_per_pair_and_lists_unpaired(recorded)
 
 def test_a_side_without_response_draws_an_empty_timeline_that_says_why(recorded) -> None:
     ok = one(recorded["hello"])
-    refused = replace(ok, response=None, outcome="upstream_error", error="connection refused", end_ns=5)
+    refused = replace(ok, response=None, outcome=Outcome.UPSTREAM_ERROR, error="connection refused", end_ns=5)
     html_text = render_html(compare(ok, refused))
     dom = parse(html_text)
     assert len(dom.lanes["1A"]["ticks"]) == len(ok.pieces) and dom.lanes["1B"]["ticks"] == []

@@ -99,7 +99,7 @@ def session_tape(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             extra = {"tools": tools} if scenario == "tools" else {}
             stream = client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "Capital of France?"}], stream=True,
-                extra_headers={"X-Scenario": scenario}, **extra,  # type: ignore[arg-type]
+                extra_headers={"X-Scenario": scenario}, **extra,
             )
             for _ in stream:
                 pass

@@ -36,6 +36,7 @@ from streamtape.cassette.model import (
 from tests.support import ROOT, chromium_har, har_schema
 from tests.support import interop_capture as cap
 from tests.support.builders import MS, chat_events, interaction
+from tests.support.chromium import needs_chromium
 from tests.support.recording import run_main
 
 SHIPPED = [ROOT / "cassettes" / "llama-cpp.tape", ROOT / "cassettes" / "test-server.tape"]
@@ -326,8 +327,7 @@ def test_vcr_export_imports_back_to_the_same_requests_and_bodies(tmp_path: Path,
 # Chromium
 
 
-@pytest.mark.skipif(chromium_har.CHROMIUM is None,
-                    reason="Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+@needs_chromium
 def test_chromium_devtools_har_importer_reads_the_exported_har(
     mixed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -361,7 +361,7 @@ def test_chromium_devtools_har_importer_reads_the_exported_har(
         assert shown_body == body
 
 
-@pytest.mark.skipif(chromium_har.CHROMIUM is None, reason="Debian's chromium is not installed")
+@needs_chromium
 def test_chromium_devtools_har_importer_refuses_a_har_without_entries(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"log\.entries is expected to be an array"):
         chromium_har.import_har(json.dumps({"log": {"version": "1.2", "creator": {"name": "x", "version": "1"}}}),

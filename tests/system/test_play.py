@@ -56,7 +56,9 @@ def main(capsysbinary: pytest.CaptureFixture[bytes], *args: str) -> tuple[int, b
     with pytest.raises(SystemExit) as e:
         cli_main(list(args))
     out, err = capsysbinary.readouterr()
-    return e.value.code, out, err.decode()
+    code = e.value.code
+    assert code is None or isinstance(code, int), code
+    return code or 0, out, err.decode()
 
 
 @pytest.fixture

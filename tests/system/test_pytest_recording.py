@@ -209,6 +209,7 @@ def test_new_episodes_replays_what_matches_and_appends_only_the_new_interaction(
     cas = streamtape.load(path)
     assert prompts(cas) == ["hi", "new"]
     assert cas[0] == chat_ix()
+    assert cas[1].response is not None
     assert b"".join(p.data for p in cas[1].response.pieces) == b"".join(chat_events(reply_words("new")))
     result.stdout.fnmatch_lines(["cassettes/test_two/test_two.tape: appended with 1 interaction from http*"])
 
@@ -229,6 +230,7 @@ def test_all_records_everything_again_and_replaces_the_cassette(
     assert len(upstream.received) == 2
     cas = streamtape.load(path)
     assert prompts(cas) == ["hi", "new"]
+    assert cas[0].response is not None
     assert b"".join(p.data for p in cas[0].response.pieces) == b"".join(chat_events(reply_words("hi")))
     result.stdout.fnmatch_lines(["cassettes/test_two/test_two.tape: replaced with 2 interactions from http*"])
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
@@ -37,6 +38,7 @@ from tests.support.servers import (
     sse_events,
 )
 
+zstd: ModuleType | None
 try:  # what mitmproxy 12 installs (the standard library's own from Python 3.14)
     from backports import zstd
 except ImportError:  # pragma: no cover - Python 3.11: mitmproxy 11 brings zstandard instead

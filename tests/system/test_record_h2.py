@@ -94,7 +94,7 @@ def h2_upstream() -> Iterator[H2Upstream]:
     stop = asyncio.Event()
 
     def run() -> None:
-        loop.run_until_complete(serve(sse_app(up.versions), config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+        loop.run_until_complete(serve(sse_app(up.versions), config, shutdown_trigger=stop.wait))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

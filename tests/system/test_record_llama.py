@@ -49,6 +49,7 @@ def test_openai_sdk_stream_from_llama_server_is_recorded_exactly(llama_slow: str
     # terminating chunk to the proxy, mitmproxy reports the client leaving.
     assert chat.outcome in ("complete", "client_disconnected"), chat.error
     assert comp.outcome == "complete"
+    assert chat.response is not None
     assert chat.response.header("server") == "llama.cpp"
     assert chat.response.framing == "chunked"
     a = analyze(chat)
@@ -60,5 +61,6 @@ def test_openai_sdk_stream_from_llama_server_is_recorded_exactly(llama_slow: str
     # The slow model makes a token about every 10 ms; the recording keeps that rhythm.
     gaps = [(b.at_ns - x.at_ns) / 1e6 for x, b in zip(chat.pieces, chat.pieces[1:], strict=False)]
     assert 3 <= statistics.median(gaps) <= 60
+    assert comp.response is not None
     assert comp.response.body == native
     assert analyze(comp).shape == "llamacpp"

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from mitmproxy import ctx, http
-from mitmproxy.tools.dump import DumpMaster
+from mitmproxy.master import Master
 
 import streamtape
 from streamtape.cassette.model import Interaction
@@ -37,7 +37,7 @@ class RequestDuringStartup:
     """Sends one request to the proxy from its ``running`` hook and returns once the proxy has it."""
 
     def __init__(self) -> None:
-        self.master: DumpMaster | None = None
+        self.master: Master | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.arrived: asyncio.Event | None = None
         self.response: httpx.Response | None = None

@@ -60,7 +60,7 @@ class PausingTLS(ssl.SSLContext):
 
     pause: float = 0.0
 
-    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         time.sleep(self.pause)
         return super().wrap_socket(sock, *args, **kwargs)
 

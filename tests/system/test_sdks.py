@@ -23,7 +23,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ollama
 import pytest
@@ -39,7 +39,10 @@ from tests.support import fixtures_sdk as F
 # The matrix drives the openai and anthropic SDKs, which are built on httpx2.
 NO_HTTPX2 = "needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)"
 anthropic = pytest.importorskip("anthropic", reason=NO_HTTPX2)
-httpx2 = pytest.importorskip("httpx2", reason=NO_HTTPX2)
+if TYPE_CHECKING:
+    import httpx2
+else:
+    httpx2 = pytest.importorskip("httpx2", reason=NO_HTTPX2)
 openai = pytest.importorskip("openai", reason=NO_HTTPX2)
 
 # text-generation calls pydantic's deprecated .dict(): not ours to fix.
@@ -77,7 +80,7 @@ def servers() -> Iterator[dict[str, ReplayServer]]:
     """One replay server per recording set, started on first use."""
     started: dict[str, ReplayServer] = {}
 
-    class Lazy(dict):
+    class Lazy(dict[str, ReplayServer]):
         def __missing__(self, key: str) -> ReplayServer:
             srv = ReplayServer(SETS[key], profile="faithful", log=lambda line: None)
             srv.__enter__()
@@ -181,13 +184,13 @@ def openai_tools(w: Wiring) -> Answer:
         default_headers=w.headers, max_retries=0, timeout=w.timeout,
     )
     with client.chat.completions.stream(
-        model="tiny-llama", messages=F.TOOL_PROMPT, tools=F.WEATHER_TOOLS  # type: ignore[arg-type]
+        model="tiny-llama", messages=F.TOOL_PROMPT, tools=F.WEATHER_TOOLS
     ) as stream:
         final = stream.get_final_completion()
     choice = final.choices[0]
     ans = Answer(text=choice.message.content or "", finish=choice.finish_reason)
     for n, tc in enumerate(choice.message.tool_calls or []):
-        ans.tool_args[n] = tc.function.arguments  # type: ignore[union-attr]
+        ans.tool_args[n] = tc.function.arguments
     return ans
 
 
@@ -548,7 +551,7 @@ def _close_matrix(strict_xfail: bool) -> list[Any]:
         if case.set != "lf":
             continue
         for driver in case.drivers:
-            marks = ()
+            marks: tuple[pytest.MarkDecorator, ...] = ()
             if strict_xfail and case.name in SILENT_ON_CLOSE_CUT:
                 marks = (pytest.mark.xfail(strict=True, reason=SILENT_ON_CLOSE_CUT[case.name]),)
             out.append(pytest.param(case, driver, id=f"{case.name}-{driver}", marks=marks))

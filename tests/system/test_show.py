@@ -12,7 +12,8 @@ import pytest
 
 import streamtape
 from streamtape import Interaction, Piece, Request, Response
-from streamtape.commands.show import escape_piece
+from streamtape.cassette.model import Outcome
+from streamtape.commands._render import escape_piece
 from tests.support.processes import STREAMTAPE
 
 EURO = "€".encode()
@@ -34,7 +35,7 @@ def tape(tmp_path: Path) -> Path:
     cut = Interaction(
         Request("GET", "http://127.0.0.1:8080/api/chat?x=1"),
         Response(200, pieces=(Piece(3_000_000, b"\xff\xfe"),)),
-        outcome="upstream_closed",
+        outcome=Outcome.UPSTREAM_CLOSED,
         error="incomplete chunked read",
         end_ns=5_000_000,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from tests.support.builders import MS, interaction
 httpx2 = pytest.importorskip("httpx2", reason="needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)")
 
 URL = "http://llm.test/v1/chat/completions"
-BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+BODY: dict[str, Any] = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
 EVENTS = [
     b'data: {"choices":[{"delta":{"content":"Reykjav"}}]}\n\n',

@@ -35,7 +35,7 @@ from streamtape.cassette.model import (
     WebSocketSession,
 )
 from streamtape.cassette.reader import load
-from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, WEBSOCKET_VERSION
+from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, WEBSOCKET_VERSION, Record
 from streamtape.cassette.writer import BackgroundWriter, CassetteWriter, save
 from streamtape.errors import CassetteError
 from streamtape.wire import Framing
@@ -310,6 +310,7 @@ async def test_a_fragmented_message_is_recorded_whole_as_mitmproxy_hands_it_over
     with realtime_upstream() as up, recording(out, upstream=up.url) as rec:
         ws = await connect(rec.url.replace("http://", "ws://") + "/v1/realtime?model=m&fragment=7", proxy=None)
         first = await ws.recv()
+        assert isinstance(first, str)
         await ws.close()
         await asyncio.to_thread(rec.wait_lines, 1)
     (ix,) = load(out)
@@ -440,12 +441,12 @@ def test_client_messages_lose_the_named_fields_and_binary_messages_pass_untouche
 
 
 def test_message_batches_go_out_by_age_and_count_like_data_records() -> None:
-    batches: list[list[object]] = []
+    batches: list[Record] = []
     rec = SessionRecorder(lambda recs: batches.extend(recs), iter(range(9)).__next__,
                           flush_ns=100 * MS, max_flush_ns=1000 * MS, min_batch=8)
     rec.open("k", Begun(Request("GET", "http://x/ws"), 0, None, {}), 101, "", "HTTP/1.1", (), 0)
     for n in range(20):
         rec.message("k", False, True, b"%d" % n, n * 20 * MS)  # 20 ms apart
     rec.tick(5000 * MS)
-    sizes = [len(r[3]) for r in batches if isinstance(r, list)]  # type: ignore[arg-type]
+    sizes = [len(r[3]) for r in batches if isinstance(r, list)]
     assert sum(sizes) == 20 and all(s >= 6 for s in sizes[:-1]) and len(sizes) >= 2

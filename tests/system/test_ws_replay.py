@@ -168,8 +168,8 @@ async def test_a_recorded_session_replays_through_serve_proxy(tape: Path, tmp_pa
     with start([*STREAMTAPE, "serve", "--proxy", "--port", "0", "--confdir", str(tmp_path), str(tape)],
                r"replay proxy on (\S+?:\d+)") as proc:
         tls = ssl.create_default_context(cafile=str(tmp_path / "mitmproxy-ca-cert.pem"))
-        conv = await converse(f"{scheme}://api.openai.com", proxy=proc.url,
-                              **({"ssl": tls} if scheme == "wss" else {}))
+        tls_option: dict[str, Any] = {"ssl": tls} if scheme == "wss" else {}
+        conv = await converse(f"{scheme}://api.openai.com", proxy=proc.url, **tls_option)
         proc.stop(signal.SIGINT, timeout=15)
     out, err = proc.stdout, proc.stderr
     assert conv.types == SERVER_TYPES and conv.text == TEXT and conv.closed is None
@@ -516,7 +516,7 @@ async def realtime_answer(ws_url: str, *, session: dict[str, Any] | None = None)
     text: list[str] = []
     async with client.realtime.connect(model="gpt-realtime") as conn:
         await conn.session.update(session=session or SESSION_UPDATE["session"])  # type: ignore[arg-type]
-        await conn.conversation.item.create(item=ITEM_CREATE["item"])  # type: ignore[arg-type]
+        await conn.conversation.item.create(item=ITEM_CREATE["item"])
         await conn.response.create()
         async for event in conn:
             types.append(event.type)
@@ -549,8 +549,8 @@ def test_the_sync_openai_realtime_client_assembles_the_recorded_answer(tape: Pat
     with ReplayServer(tape, profile="instant;chunk=fragment:3") as server:
         client = openai.OpenAI(api_key="sk-test", websocket_base_url=server.ws_url + "/v1")
         with client.realtime.connect(model="gpt-realtime") as conn:
-            conn.session.update(session=SESSION_UPDATE["session"])  # type: ignore[arg-type]
-            conn.conversation.item.create(item=ITEM_CREATE["item"])  # type: ignore[arg-type]
+            conn.session.update(session=SESSION_UPDATE["session"])
+            conn.conversation.item.create(item=ITEM_CREATE["item"])
             conn.response.create()
             text = []
             for event in conn:

@@ -126,6 +126,7 @@ CLAIMS = {
 
 def _places(claim: bytes) -> dict[str, bytes]:
     begin = interaction_records(chat_ix(), 0)[0]
+    assert isinstance(begin, dict)
     packed_begin = msgpack.packb(begin, use_bin_type=True)
     body = begin["request"]["body"]
     at_body = packed_begin.index(msgpack.packb(body, use_bin_type=True))

@@ -248,7 +248,7 @@ def test_file_pieces_pickle_as_their_values(tmp_path: Path) -> None:
     write(p, [numbered(0)])
     ix = streamtape.load(p)[0]
     again = pickle.loads(pickle.dumps(ix))
-    assert again == ix and isinstance(again.response.pieces, Pieces)  # type: ignore[union-attr]
+    assert again == ix and isinstance(again.response.pieces, Pieces)
 
 
 # --------------------------------------------------------------------------
@@ -279,7 +279,8 @@ def _ix(req: tuple[str, str, str, bytes], k: int) -> Interaction:
 @given(st.lists(_requests, min_size=1, max_size=12), st.lists(_requests, min_size=1, max_size=8),
        st.sampled_from([(), ("user",), ("n",)]), st.booleans())
 def test_the_indexed_matcher_answers_every_request_as_the_matcher_does(
-    tmp_path: Path, recorded: list, incoming: list, ignore: tuple[str, ...], strict: bool
+    tmp_path: Path, recorded: list[tuple[str, str, str, bytes]], incoming: list[tuple[str, str, str, bytes]],
+    ignore: tuple[str, ...], strict: bool,
 ) -> None:
     p = tmp_path / f"m{random.random()}.tape"
     write(p, [_ix(r, k) for k, r in enumerate(recorded)])
@@ -291,7 +292,7 @@ def test_the_indexed_matcher_answers_every_request_as_the_matcher_does(
     assert isinstance(indexed, IndexedMatcher)
     for method, path, query, body in incoming * 2:  # twice: repeats and strict run-outs too
         url = f"http://127.0.0.1:1{path}{query}"
-        outcomes = []
+        outcomes: list[tuple[str, object, object]] = []
         for m in (plain, indexed):
             try:
                 i, ix = m.match_indexed(method, url, (), body)

@@ -9,6 +9,7 @@ import pytest
 
 import streamtape
 from streamtape import Interaction, Request
+from streamtape.cassette.model import Outcome
 from streamtape.check import check
 from tests.corpus import capture
 from tests.support.builders import MS, interaction
@@ -94,7 +95,7 @@ def test_outcome_not_complete_and_cut_event():
 
 def test_no_response_and_http_error():
     ix = Interaction(Request("POST", "http://127.0.0.1:1/v1/chat/completions"), None,
-                     outcome="upstream_error", error="connection refused")
+                     outcome=Outcome.UPSTREAM_ERROR, error="connection refused")
     assert codes(ix) == ["no-response"]
     assert codes(ix_of(b'{"error": "x"}', ct="application/json", status=500)) == ["http-status"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import threading
 import time
@@ -184,7 +185,7 @@ async def test_call_at_ns_runs_callbacks_in_deadline_order_never_early() -> None
         if len(fired) == len(offsets) - 1:
             done.set_result(None)
 
-    timers = [clock.call_at_ns(t0 + off * MS, lambda i=i: cb(i)) for i, off in enumerate(offsets)]
+    timers = [clock.call_at_ns(t0 + off * MS, functools.partial(cb, i)) for i, off in enumerate(offsets)]
     timers[2].cancel()  # offset 4: never runs
     await asyncio.wait_for(done, 5)
     await sleep_until(t0 + 6 * MS)
@@ -194,7 +195,7 @@ async def test_call_at_ns_runs_callbacks_in_deadline_order_never_early() -> None
 
 async def test_a_failing_callback_is_reported_and_does_not_stop_the_others() -> None:
     loop = asyncio.get_running_loop()
-    errors: list[dict] = []
+    errors: list[dict[str, object]] = []
     loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
     ran = []
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from streamtape import Interaction
+from streamtape.cassette.model import Outcome
 from streamtape.diff import (
     GateError,
     body_key,
@@ -27,7 +28,7 @@ from tests.support.builders import MS, chat_events, interaction
 from tests.support.recording import run_main as run
 
 
-def _ix(path: str, body: dict | bytes, text: str = "hi", method: str = "POST") -> Interaction:
+def _ix(path: str, body: dict[str, object] | bytes, text: str = "hi", method: str = "POST") -> Interaction:
     return interaction(chat_events([text]), first_ns=MS, gap_ns=MS, head_ns=0, framing_header=False,
                        method=method, url="http://127.0.0.1:9" + path, request_headers=(), body=body)
 
@@ -150,7 +151,9 @@ def test_diff_many_and_json_hold_the_same_content_as_the_text_report() -> None:
     doc = result_json(res)
     json.dumps(doc)  # serializable
     text = render_text(res)
-    (p,) = doc["pairs"]
+    pairs = doc["pairs"]
+    assert isinstance(pairs, list)
+    (p,) = pairs
     for line in p["meaning"]["text"]["unified_diff"]:
         assert line in text
     for row in p["wire"]["rows"]:
@@ -162,7 +165,7 @@ def test_diff_many_and_json_hold_the_same_content_as_the_text_report() -> None:
 
 def test_an_interaction_without_response_compares_as_differing() -> None:
     ok = _ix("/v1/chat/completions", {"m": 1})
-    refused = replace(ok, response=None, outcome="upstream_error", error="connection refused", end_ns=5)
+    refused = replace(ok, response=None, outcome=Outcome.UPSTREAM_ERROR, error="connection refused", end_ns=5)
     rep = compare(ok, refused)
     assert not rep.same and rep.exit_status == 1
     assert "finish" in rep.meaning.differs

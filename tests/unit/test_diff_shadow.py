@@ -13,6 +13,7 @@ import pytest
 
 import streamtape
 from streamtape import Interaction
+from streamtape.cassette.model import Outcome
 from streamtape.diff import Gate, GateError, diff_many
 from streamtape.diff.shadow import diff_shadow, pair_shadow
 from streamtape.diff.summary import short_reason, summarize
@@ -31,7 +32,7 @@ def labelled(role: str, pair: str, backend: str, text: str = "hi", **extra: str)
 def test_pairing_by_pair_id_lists_calls_with_one_side_and_leaves_them_out() -> None:
     skipped = replace(
         labelled("shadow", "r-1", "b", not_sent="in-flight-bound"),
-        response=None, outcome="upstream_error", error="skipped: 16 requests already in flight to b",
+        response=None, outcome=Outcome.UPSTREAM_ERROR, error="skipped: 16 requests already in flight to b",
     )
     items = [
         labelled("primary", "r-0", "a"),
@@ -86,7 +87,7 @@ def test_a_client_that_left_after_the_end_is_not_a_difference_between_backends()
     primary is then ``client_disconnected`` though its answer is whole; a shadow is read to
     its end. Compared as complete, and said so; a client that left mid-answer still counts."""
     whole = labelled("primary", "r-0", "a")
-    left_after = replace(whole, outcome="client_disconnected", error="Client disconnected.")
+    left_after = replace(whole, outcome=Outcome.CLIENT_DISCONNECTED, error="Client disconnected.")
     cut = replace(
         left_after, response=replace(whole.response, pieces=whole.pieces[:2]) if whole.response else None
     )
@@ -102,7 +103,7 @@ def test_a_client_that_left_after_the_end_is_not_a_difference_between_backends()
 
 def test_a_shadow_without_response_is_named_in_the_reason() -> None:
     a = labelled("primary", "r-0", "a")
-    b = replace(labelled("shadow", "r-0", "b"), response=None, outcome="upstream_error", error="connection refused")
+    b = replace(labelled("shadow", "r-0", "b"), response=None, outcome=Outcome.UPSTREAM_ERROR, error="connection refused")
     result, session = diff_shadow([a, b], ["s#0", "s#1"], name="s")
     assert short_reason(result.reports[0]) == "B: no response (upstream_error: connection refused)"
     assert summarize(result, session=session).exit_status == 1

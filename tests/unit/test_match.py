@@ -28,7 +28,7 @@ def rec(
     return Interaction(Request(method, url, headers=headers, body=data), Response(200), labels={"tag": tag})
 
 
-def chat(content: str = "hi", **extra: object) -> dict:
+def chat(content: str = "hi", **extra: object) -> dict[str, object]:
     return {"model": "gpt-x", "stream": True, "messages": [{"role": "user", "content": content}], **extra}
 
 

@@ -28,7 +28,8 @@ from tests.support.builders import MS, interaction
 
 
 def make_ix(body: bytes | list[bytes], path: str, ct: str = "text/event-stream",
-            req: dict | None = None, headers: tuple = (), status: int = 200) -> Interaction:
+            req: dict[str, object] | None = None, headers: tuple[tuple[str, str], ...] = (),
+            status: int = 200) -> Interaction:
     pieces = [body] if isinstance(body, bytes) else body
     return interaction(pieces, first_ns=MS, gap_ns=MS, head_ns=0, status=status, reason="", content_type=ct,
                        extra_headers=headers, framing_header=False, url=f"http://127.0.0.1:9{path}",
@@ -317,8 +318,10 @@ def test_responses_incomplete_and_error_event():
             "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}})),
     )
     a = analyze(make_ix(body, "/v1/responses"))
+    assert a.finish is not None
     assert a.finish.reason == "length" and a.finish.raw == "max_output_tokens"
-    assert a.errors[0].error["message"] == "boom"
+    error = a.errors[0].error
+    assert isinstance(error, dict) and error["message"] == "boom"
 
 
 def test_ollama_chat_done_counts_durations_without_final_newline():
@@ -363,7 +366,9 @@ def test_llamacpp_newer_stop_type(stop_type, reason):
                j({"content": "", "stop": True, "stop_type": stop_type, "tokens_predicted": 1,
                   "tokens_evaluated": 2, "timings": {"prompt_ms": 1.5, "predicted_ms": 2.0}}))
     a = analyze(make_ix(body, "/completion"))
+    assert a.finish is not None
     assert (a.finish.reason, a.finish.raw) == (reason, stop_type)
+    assert a.usage is not None
     assert a.usage.durations == {"prompt_eval_duration": 1_500_000, "eval_duration": 2_000_000}
 
 
@@ -459,7 +464,7 @@ def test_raw_body_text_assembled_with_incremental_decoder_and_cut_chars_counted(
     a = analyze(ix)
     assert a.shape == "raw" and a.text == "naïve 日本 😀"
     assert a.cut_chars == 4
-    assert "\ufffd" not in "".join(e.text for e in a.events)
+    assert "\ufffd" not in "".join(e.text or "" for e in a.events)
 
 
 def test_cut_chars_in_sse_stream():
@@ -487,9 +492,9 @@ def test_gzip_body_is_decoded_piece_by_piece():
     assert a.text == "Mock " and a.done and a.decode_error is None
     bad = make_ix([b"not gzip at all"], "/v1/chat/completions",
                   headers=(("Content-Encoding", "gzip"),))
-    assert "corrupt" in analyze(bad).decode_error
+    assert "corrupt" in (analyze(bad).decode_error or "")
     cut = make_ix([comp[:-12]], "/v1/chat/completions", headers=(("Content-Encoding", "gzip"),))
-    assert "ends early" in analyze(cut).decode_error
+    assert "ends early" in (analyze(cut).decode_error or "")
 
 
 def test_partial_tail_of_a_cut_stream():

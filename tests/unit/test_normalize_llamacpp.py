@@ -58,25 +58,31 @@ def test_chat_cut_at_limit_finish_length_then_done():
     a = analyze(capture("chat_limit_tiny"))
     kinds = [e.kind for e in a.events]
     assert kinds[-2:] == ["finish", "done"]
+    assert a.finish is not None
     assert a.finish.reason == "length" and a.usage is None and not a.usage_chunk
 
 
 def test_chat_with_include_usage_usage_event_in_same_http_chunk_as_finish():
     ix = capture("chat_stream_usage_slow")
     a = analyze(ix)
+    assert a.usage is not None
     assert a.usage_chunk and a.usage.completion_tokens == 30 and a.usage.prompt_tokens == 24
+    assert a.finish is not None
     assert a.usage.at_ns == a.finish.at_ns
     assert ix.pieces[-1].data.count(b"data: ") >= 2
 
 
 def test_chat_ends_on_its_own_with_stop():
     a = analyze(capture("chat_eos_stop_tiny"))
+    assert a.finish is not None
     assert a.finish.reason == "stop" and a.done
 
 
 def test_native_completion_stop_type_limit_with_counts_and_timings():
     a = analyze(capture("native_completion_slow"))
+    assert a.finish is not None
     assert (a.finish.reason, a.finish.raw) == ("length", "limit")
+    assert a.usage is not None
     assert (a.usage.prompt_tokens, a.usage.completion_tokens) == (2, 24)
     assert a.usage.durations["eval_duration"] == 221_672_000
     assert a.done  # the stop:true event is the final marker; no [DONE] on /completion
@@ -84,6 +90,7 @@ def test_native_completion_stop_type_limit_with_counts_and_timings():
 
 def test_native_stopword_events_with_empty_content_then_word():
     a = analyze(capture("native_stopword_tiny"))
+    assert a.finish is not None
     assert (a.finish.reason, a.finish.raw) == ("stop", "word")
     assert any(w.value.get("content") == "" for w in a.wire_events[:-1])
 
@@ -100,18 +107,22 @@ def test_random_model_lone_bytes_become_replacement_characters():
 
 def test_anthropic_messages_from_llama_server():
     a = analyze(capture("anthropic_messages_slow"))
+    assert a.finish is not None
     assert (a.finish.reason, a.finish.raw) == ("length", "max_tokens") and a.done
+    assert a.usage is not None
     assert a.text.startswith(" Hello, world!") and a.usage.completion_tokens == 12
 
 
 def test_v1_completions_legacy_stream():
     a = analyze(capture("v1_completions_tiny"))
+    assert a.finish is not None
     assert a.finish.reason == "length" and a.done and a.text
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_spans_cover_every_event(name):
     ix = capture(name)
+    assert ix.response is not None
     body = ix.response.body
     spans = event_spans(body, "sse")
     assert spans and spans[0].start == 0 and spans[-1].end == len(body)
@@ -129,6 +140,7 @@ def test_recut_captures_give_the_same_analysis(name, cuts):
 @pytest.mark.parametrize("name", ["chat_stream_slow", "native_limit_mid_utf8_tiny"])
 def test_recut_byte_by_byte(name):
     ix = capture(name)
+    assert ix.response is not None
     a = analyze(recut(ix, range(len(ix.response.body))))
     assert timeless(a) == timeless(analyze(ix))
     # byte by byte, every boundary inside a multi-byte character cuts it

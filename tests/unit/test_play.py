@@ -83,7 +83,9 @@ def main(capsysbinary: pytest.CaptureFixture[bytes], *args: str) -> tuple[int, b
     with pytest.raises(SystemExit) as e:
         cli_main(list(args))
     out, err = capsysbinary.readouterr()
-    return e.value.code, out, err.decode()
+    code = e.value.code
+    assert code is None or isinstance(code, int), code
+    return code or 0, out, err.decode()
 
 
 def play_text(ix: Interaction, profile: str = "instant", **kw) -> str:
@@ -121,6 +123,7 @@ def test_raw_mode_and_non_llm_bodies_write_the_bytes_as_scheduled():
     ix = openai_chat()
     sched = parse_profile("chunk=bytes:5").schedule(ix)
     p = plan(ix, sched, raw=True)
+    assert ix.response is not None
     assert p.mode == "raw" and b"".join(p.outputs) == ix.response.body
     assert [o for o in p.outputs if o] == sched.pieces
     b = plan(binary(), parse_profile("faithful").schedule(binary()))
@@ -137,6 +140,7 @@ def test_boundaries_mark_every_piece_with_its_gap_and_size_and_the_end():
     assert text.count("[+40.0ms ") == len(ix.pieces) - 1
     assert text.endswith("[end +1.0ms]")
     assert len(re.findall(r"\[\+\d+\.\dms \d+B\]", text)) == len(ix.pieces)
+    assert ix.response is not None
     assert re.sub(r"\[(head|\+|end)[^\]]*\]", "", text).encode() == ix.response.body
 
 
@@ -145,6 +149,7 @@ def test_run_keeps_the_recorded_timing():
     ix = openai_chat(words=("a", "b", "c"), gap_ms=30)
     p = plan(ix, parse_profile("faithful").schedule(ix))
     first, elapsed = run(p, io.BytesIO())
+    assert ix.end_ns is not None
     assert abs(first - 30 * MS) < 15 * MS
     assert abs(elapsed - ix.end_ns) < 20 * MS
 

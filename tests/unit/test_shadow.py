@@ -55,7 +55,7 @@ def test_openai_chat_maps_to_ollama_chat_with_tools_images_and_options() -> None
 
 def test_ollama_chat_maps_to_openai_chat_and_back_keeps_the_conversation() -> None:
     png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
-    doc = {
+    doc: dict[str, object] = {
         "model": "llama3.1",
         "messages": [
             {"role": "user", "content": "Look", "images": [png]},

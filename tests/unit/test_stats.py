@@ -7,6 +7,7 @@ import json
 import pytest
 
 from streamtape import Interaction, Request
+from streamtape.cassette.model import Outcome
 from streamtape.shapes import analyze
 from streamtape.stats import compute, percentile
 from tests.corpus import capture
@@ -68,7 +69,7 @@ def test_pieces_events_duration():
 
 
 def test_no_response_and_empty_body():
-    s = compute(Interaction(Request("GET", "http://127.0.0.1/"), None, outcome="upstream_error"))
+    s = compute(Interaction(Request("GET", "http://127.0.0.1/"), None, outcome=Outcome.UPSTREAM_ERROR))
     assert (s.ttfb_ns, s.ttft_ns, s.gap_p50_ns, s.pieces, s.events_per_piece) == (
         None, None, None, 0, None)
 
@@ -87,6 +88,6 @@ def test_real_capture_rate_matches_the_servers_own_timing():
     assert s.tokens == 24
     assert s.tokens_per_s == pytest.approx(server_rate, rel=0.1)
     assert s.ttft_ns == ix.pieces[0].at_ns
-    assert 5 * MS < s.gap_p50_ns < 15 * MS  # the slow model: about 10 ms per token
+    assert s.gap_p50_ns is not None and 5 * MS < s.gap_p50_ns < 15 * MS  # the slow model: about 10 ms per token
     d = s.to_dict()
     assert d["tokens"] == 24 and "gaps_ns" not in d and json.dumps(d)

@@ -11,6 +11,7 @@ import gzip
 import itertools
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,16 +19,18 @@ import requests
 
 import streamtape
 from streamtape import Interaction
+from streamtape.cassette.model import Outcome
 from streamtape.errors import NoMatchError, ProfileError
 from streamtape.profiles import StepKind, parse_profile
 from streamtape.serve import ReplayServer
 from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
+from streamtape.wire import Framing
 from tests.support.builders import MS, interaction
 
 httpx2 = pytest.importorskip("httpx2", reason="needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)")
 
 URL = "http://llm.test/v1/chat/completions"
-BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+BODY: dict[str, Any] = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
 EVENTS = [
     b'data: {"choices":[{"delta":{"content":"Reykjav"}}]}\n\n',
@@ -91,7 +94,7 @@ def test_head_failure_is_a_timeout_when_the_head_is_due_after_the_read_timeout()
 
 
 def test_head_failure_of_a_recording_without_a_head_is_the_server_hanging_up() -> None:
-    headless = Interaction(sse_ix().request, None, outcome="upstream_error", end_ns=50 * MS)
+    headless = Interaction(sse_ix().request, None, outcome=Outcome.UPSTREAM_ERROR, end_ns=50 * MS)
     sched = parse_profile("faithful").schedule(headless)
     assert head_failure(sched, None) == Action(50 * MS, StepKind.CUT)
     assert head_failure(sched, 10 * MS) == Action(10 * MS, TIMEOUT)
@@ -227,10 +230,11 @@ def test_an_http2_recording_replays_with_chunked_semantics() -> None:
     import dataclasses
 
     ix = sse_ix()
+    assert ix.response is not None
     h2 = dataclasses.replace(
         ix,
         response=dataclasses.replace(
-            ix.response, framing="frames", http_version="HTTP/2.0", headers=(("content-type", "text/event-stream"),)
+            ix.response, framing=Framing.FRAMES, http_version="HTTP/2.0", headers=(("content-type", "text/event-stream"),)
         ),
     )
     assert raw_pieces(httpx2, streamtape.ReplayTransport([h2], "instant")) == EVENTS
@@ -239,7 +243,7 @@ def test_an_http2_recording_replays_with_chunked_semantics() -> None:
 
 
 def test_a_recording_without_a_response_head_replays_as_a_server_disconnect() -> None:
-    ix = Interaction(sse_ix().request, None, outcome="upstream_error", error="connection refused", end_ns=MS)
+    ix = Interaction(sse_ix().request, None, outcome=Outcome.UPSTREAM_ERROR, error="connection refused", end_ns=MS)
     t = streamtape.ReplayTransport([ix], "instant")
     with httpx2.Client(transport=t) as c, pytest.raises(httpx2.RemoteProtocolError, match="without sending a response"):
         c.post(URL, json=BODY)
