@@ -14,12 +14,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from streamtape import Interaction, Piece, ProfileError, Request, Response
+from streamtape.cassette.model import Outcome
 from streamtape.profiles import (
     ADVERSARIAL,
     PRESETS,
     SYNTAX,
     Schedule,
     Step,
+    StepKind,
     parse_profile,
 )
 from streamtape.shapes import event_spans
@@ -164,7 +166,7 @@ def test_faithful_reproduces_recorded_pieces_and_offsets_exactly(ix):
     s = sched("faithful", ix)
     assert [(st.at_ns, st.data) for st in s.sends] == [(c.at_ns, c.data) for c in ix.pieces]
     assert s.head_at_ns == ix.response.headers_at_ns
-    assert s.steps[-1] == Step(ix.end_ns, "end")
+    assert s.steps[-1] == Step(ix.end_ns, StepKind.END)
     assert s.status == 200
 
 
@@ -289,6 +291,7 @@ def test_whole_sends_one_piece_when_the_last_byte_arrived():
 
 def test_events_chunking_on_ndjson_puts_one_line_in_each_piece():
     ix = ndjson(["Hel", "lo"])
+    assert ix.response is not None
     lines = ix.response.body.splitlines(keepends=True)
     merged = interaction([b"".join(lines)], content_type="application/x-ndjson")
     assert sched("chunk=events", merged).pieces == lines
@@ -317,16 +320,17 @@ def test_instant_sends_everything_at_zero():
 def test_scale_multiplies_every_time():
     ix = chat(["a", "b"])
     s = sched("latency=scale:0.5", ix)
+    assert ix.response is not None
     assert s.head_at_ns == ix.response.headers_at_ns // 2
     assert [st.at_ns for st in s.sends] == [c.at_ns // 2 for c in ix.pieces]
-    assert s.steps[-1].at_ns == ix.end_ns // 2
+    assert ix.end_ns is not None and s.steps[-1].at_ns == ix.end_ns // 2
 
 
 def test_fixed_sends_the_first_piece_after_ttft_then_one_every_gap():
     s = sched("latency=fixed:100:10", chat(["a", "b"]))
     assert s.head_at_ns == 0
     assert [st.at_ns for st in s.sends] == [100 * MS, 110 * MS, 120 * MS]
-    assert s.steps[-1] == Step(120 * MS, "end")
+    assert s.steps[-1] == Step(120 * MS, StepKind.END)
 
 
 def test_different_seeds_give_different_random_schedules():
@@ -343,6 +347,7 @@ def test_different_seeds_give_different_random_schedules():
 
 def test_cut_percent_closes_without_finishing_after_that_share_of_the_body():
     ix = chat(["hello", "world"])
+    assert ix.response is not None
     body = ix.response.body
     s = sched("fault=cut:50%", ix)
     assert s.body == body[: len(body) // 2]
@@ -353,15 +358,17 @@ def test_cut_percent_closes_without_finishing_after_that_share_of_the_body():
 def test_cut_bytes_and_reset_percent():
     ix = chat(["hello", "world"])
     s = sched("fault=cut:10B", ix)
+    assert ix.response is not None
     assert s.body == ix.response.body[:10] and s.ending == "cut"
     r = sched("fault=reset:100%", ix)
     assert r.body == ix.response.body and r.ending == "reset"
     z = sched("fault=cut:0%", ix)
-    assert z.body == b"" and z.steps == (Step(ix.response.headers_at_ns, "cut"),)
+    assert z.body == b"" and z.steps == (Step(ix.response.headers_at_ns, StepKind.CUT),)
 
 
 def test_cut_event_closes_right_after_event_n():
     ix = chat(["a", "b", "c"])
+    assert ix.response is not None
     spans = event_spans(ix.response.body, "sse")
     s = sched("chunk=bytes:5;fault=cut-event:2", ix)
     assert s.body == ix.response.body[: spans[1].end]
@@ -402,6 +409,7 @@ def test_stall_delays_event_n_and_everything_after_it():
 
 def test_stall_splits_a_piece_so_the_silence_falls_exactly_before_the_event():
     ix = chat(["a", "b"])
+    assert ix.response is not None
     merged = interaction([ix.response.body], times=[10 * MS])
     spans = event_spans(ix.response.body, "sse")
     s = sched("latency=instant;fault=stall:2:2", merged)
@@ -416,6 +424,7 @@ def test_keepalive_sends_a_comment_after_every_s_seconds_of_silence_at_event_bou
     s = sched("fault=keepalive:1", ix)
     comments = [st.at_ns for st in s.sends if st.data == b": keepalive\n\n"]
     assert comments == [1_100 * MS, 2_100 * MS]
+    assert ix.response is not None
     assert s.body.replace(b": keepalive\n\n", b"") == ix.response.body
     # the comments sit between events, where SSE allows them
     assert [sp.kind for sp in event_spans(s.body, "sse")] == ["event", "comment", "comment", "event", "done"]
@@ -431,6 +440,7 @@ def test_keepalive_zero_puts_a_comment_before_every_event_even_with_instant_late
 def test_keepalive_never_lands_inside_an_event():
     ix = chat(["a", "b"], times=[0, 3 * S, 6 * S], head_ns=0)
     s = sched("chunk=bytes:4;fault=keepalive:0.5", ix)
+    assert ix.response is not None
     assert s.body.replace(b": keepalive\n\n", b"") == ix.response.body
     assert all(sp.kind in ("event", "comment", "done") for sp in event_spans(s.body, "sse"))
     assert event_spans(s.body, "sse")[-1].end == len(s.body)
@@ -450,11 +460,14 @@ def test_keepalive_uses_crlf_when_the_stream_does():
 def test_drop_done_leaves_out_the_done_marker_and_ends_cleanly():
     ix = chat(["a", "b"])
     s = sched("fault=drop-done", ix)
+    assert ix.response is not None
     assert s.body == ix.response.body.replace(b"data: [DONE]\n\n", b"")
     assert s.ending == "end"
     # bytes:1 splits [DONE] over many pieces: all of them go
     assert sched("chunk=bytes:1;fault=drop-done", ix).body == s.body
-    assert sched("fault=drop-done", ndjson(["a"])).body == ndjson(["a"]).response.body
+    one_line = ndjson(["a"])
+    assert one_line.response is not None
+    assert sched("fault=drop-done", one_line).body == one_line.response.body
 
 
 def test_slow_headers_delays_the_head_and_everything_after_it():
@@ -469,7 +482,8 @@ def test_a_recording_whose_upstream_closed_early_replays_with_a_cut_at_its_recor
     for outcome in ("upstream_closed", "interrupted", "upstream_error"):
         ix = chat(["a", "b"], done=False, outcome=outcome, end_ns=900 * MS)
         s = sched("faithful", ix)
-        assert s.steps[-1] == Step(900 * MS, "cut"), outcome
+        assert s.steps[-1] == Step(900 * MS, StepKind.CUT), outcome
+        assert ix.response is not None
         assert s.body == ix.response.body
         assert sched("instant", ix).ending == "cut"
 
@@ -477,7 +491,7 @@ def test_a_recording_whose_upstream_closed_early_replays_with_a_cut_at_its_recor
 def test_a_recording_whose_upstream_reset_replays_with_a_reset_under_every_chunking():
     ix = chat(["a", "b"], done=False, outcome="upstream_closed", end_ns=900 * MS,
               error=f"{UPSTREAM_RESET}: peer closed connection without sending complete message body")
-    assert sched("faithful", ix).steps[-1] == Step(900 * MS, "reset")
+    assert sched("faithful", ix).steps[-1] == Step(900 * MS, StepKind.RESET)
     assert sched("adversarial:bytes-1", ix).ending == "reset"
     assert sched("instant", ix).ending == "reset"
 
@@ -487,14 +501,15 @@ def test_a_recording_whose_client_hung_up_replays_with_a_clean_end():
     # terminating chunk: the upstream did not fail, so replay does not cut.
     ix = chat(["a", "b"], outcome="client_disconnected", end_ns=900 * MS)
     s = sched("faithful", ix)
-    assert s.steps[-1] == Step(900 * MS, "end")
+    assert s.steps[-1] == Step(900 * MS, StepKind.END)
+    assert ix.response is not None
     assert s.body == ix.response.body
 
 
 def test_a_recording_without_a_response_head_replays_as_no_head_then_a_cut():
-    ix = Interaction(Request("GET", "http://x/"), None, outcome="upstream_error", error="refused", end_ns=3 * MS)
+    ix = Interaction(Request("GET", "http://x/"), None, outcome=Outcome.UPSTREAM_ERROR, error="refused", end_ns=3 * MS)
     s = sched("faithful", ix)
-    assert (s.status, s.framing, s.steps) == (0, "none", (Step(3 * MS, "cut"),))
+    assert (s.status, s.framing, s.steps) == (0, "none", (Step(3 * MS, StepKind.CUT),))
 
 
 def test_hop_by_hop_headers_are_dropped_and_the_framing_header_is_set():
@@ -508,12 +523,14 @@ def test_hop_by_hop_headers_are_dropped_and_the_framing_header_is_set():
 
 def test_content_length_is_recomputed_for_a_clean_end_and_overstated_for_a_cut():
     ix = chat(["a", "b"], framing="content-length")
+    assert ix.response is not None
     n = len(ix.response.body)
     assert sched("faithful", ix).header("content-length") == str(n)
     dropped = sched("fault=drop-done", ix)
     assert dropped.header("content-length") == str(len(dropped.body))
     cut = sched("fault=cut:100%", ix)
-    assert int(cut.header("content-length")) > len(cut.body) == n
+    declared = cut.header("content-length")
+    assert declared is not None and int(declared) > len(cut.body) == n
 
 
 def test_http2_recordings_replay_chunked():
@@ -602,6 +619,7 @@ def test_error_event_sends_an_error_in_the_formats_shape_after_event_n_then_ends
     from streamtape.shapes import analyze, error_event
 
     ix = chat(["a", "b", "c"])
+    assert ix.response is not None
     spans = event_spans(ix.response.body, "sse")
     s = sched("chunk=bytes:3;fault=error-event:2", ix)
     assert s.body == ix.response.body[: spans[1].end] + error_event("openai-chat", ERROR_MESSAGE)
@@ -631,7 +649,7 @@ def test_status_fails_before_streaming_with_an_error_body_in_the_formats_shape(c
 
 
 def test_status_also_answers_a_recording_without_a_response():
-    ix = Interaction(Request("GET", "http://x/"), None, outcome="upstream_error", end_ns=MS)
+    ix = Interaction(Request("GET", "http://x/"), None, outcome=Outcome.UPSTREAM_ERROR, end_ns=MS)
     assert sched("fault=status:502", ix).status == 502
 
 
@@ -640,6 +658,7 @@ def test_status_also_answers_a_recording_without_a_response():
 
 
 def as_played(ix: Interaction, s: Schedule) -> Interaction:
+    assert ix.response is not None
     return Interaction(ix.request, Response(s.status, headers=ix.response.headers,
                                             pieces=tuple(Piece(st.at_ns, st.data) for st in s.sends)))
 
@@ -648,6 +667,7 @@ def as_played(ix: Interaction, s: Schedule) -> Interaction:
 def recorded_ndjson(draw) -> Interaction:
     words = draw(st.lists(texts, min_size=1, max_size=6))
     ix = ndjson(words)
+    assert ix.response is not None
     pieces = draw(split_body(ix.response.body))
     return interaction(pieces, content_type="application/x-ndjson", url="http://upstream.test/api/chat")
 
