@@ -72,15 +72,70 @@ def usage_requested(ix: Interaction) -> bool:
     return isinstance(so, dict) and so.get("include_usage") is True
 
 
+CLIENT_LEFT = "client left after the end"
+"""What a report says of a stream the client hung up on once it had ended (:func:`left_after_end`)."""
+
+
+def left_after_end(ix: Interaction, analysis: Analysis | None = None) -> bool:
+    """Whether the client hung up (``client_disconnected``) only once the stream had
+    reached its end marker: then the stream is whole, and counts as complete.
+
+    Clients stop reading at the end marker and close at once: the openai and
+    mistralai SDKs after ``data: [DONE]``, before the chunked body's last chunk;
+    the mcp client once the JSON-RPC answer to its request has come. The recorder
+    sees the client go before the upstream's end and records
+    ``client_disconnected``, though nothing was lost. ``check`` reports no
+    ``outcome`` finding for such a stream, ``diff`` shows the outcome difference
+    without counting it, and a shadow session compares such a primary as
+    complete; the recorded outcome stays as it was (``show`` prints it).
+
+    The end marker is the format's own (:data:`DONE_SENTINEL`, :data:`FINAL_MARKER`,
+    or ``data: [DONE]`` in a generic SSE stream: the analysis' ``done``), or in a
+    generic SSE or NDJSON stream the JSON-RPC answer to the request's id (MCP's
+    Streamable HTTP ends a POST's stream with it). A finish alone is not the
+    end: a stream cut between ``finish_reason`` and ``[DONE]``, or Anthropic's
+    ``message_delta`` and ``message_stop``, was cut before its end marker.
+    ``analysis`` is :func:`~streamtape.shapes.analyze` of ``ix`` (made when None).
+    """
+    if ix.outcome is not Outcome.CLIENT_DISCONNECTED or ix.response is None:
+        return False
+    a = analysis if analysis is not None else analyze(ix)
+    return a.done or _jsonrpc_answered(ix, a)
+
+
+def _jsonrpc_answered(ix: Interaction, a: Analysis) -> bool:
+    """A generic stream holds the JSON-RPC response (a result or an error) to the request's id."""
+    if a.shape not in ("sse", "ndjson"):
+        return False
+    try:
+        req = json.loads(ix.request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not isinstance(req, dict) or req.get("jsonrpc") != "2.0" or "method" not in req:
+        return False
+    rid = req.get("id")
+    if not isinstance(rid, str | int) or isinstance(rid, bool):  # a notification has no answer
+        return False
+    for w in a.wire_events:
+        v = w.value
+        if (isinstance(v, dict) and v.get("jsonrpc") == "2.0" and ("result" in v or "error" in v)
+                and type(v.get("id")) is type(rid) and v.get("id") == rid):
+            return True
+    return False
+
+
 def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None = None
           ) -> list[Finding]:
-    """Findings about one interaction (empty when nothing is wrong)."""
+    """Findings about one interaction (empty when nothing is wrong). A client that hung
+    up once the stream had ended (:func:`left_after_end`) is no ``outcome`` finding."""
     r = ix.response
     if r is None:
         return [Finding("no-response", f"no response head ({ix.outcome}"
                         + (f": {ix.error})" if ix.error else ")"))]
     out: list[Finding] = []
-    if ix.outcome is not Outcome.COMPLETE:
+    if ix.outcome is Outcome.CLIENT_DISCONNECTED and analysis is None:
+        analysis = analyze(ix, shape)  # did the stream reach its end marker?
+    if ix.outcome is not Outcome.COMPLETE and not left_after_end(ix, analysis):
         out.append(Finding("outcome", f"outcome {ix.outcome}" + (f": {ix.error}" if ix.error else "")))
     if r.status >= 400:
         out.append(Finding("http-status", f"HTTP {r.status} {r.reason}".rstrip()))

@@ -17,7 +17,8 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from ..cassette.model import Interaction
+from ..cassette.model import Interaction, Outcome
+from ..check import CLIENT_LEFT, left_after_end
 from ..errors import OptionError
 from ..shapes import Event, ToolCall, analyze
 from ..stats import compute
@@ -230,7 +231,7 @@ def compare_finish(a: Side, b: Side) -> tuple[Check, ...]:
             "original", raw_a, raw_b, Status.INFO, "" if raw_a == raw_b else "server values differ"
         ),
         _check("status", a.status, b.status),
-        _check("outcome", a.interaction.outcome, b.interaction.outcome),
+        compare_outcome(a, b),
         Check(
             "errors",
             ea,
@@ -239,6 +240,19 @@ def compare_finish(a: Side, b: Side) -> tuple[Check, ...]:
             "" if ea == eb or len(ea) != len(eb) else "messages differ",
         ),
     )
+
+
+def compare_outcome(a: Side, b: Side) -> Check:
+    """The recorded outcomes. A side whose client hung up once its stream had ended
+    (:func:`~streamtape.check.left_after_end`) counts as complete: against a complete
+    side the difference is shown, with a note, and not counted."""
+    oa, ob = a.interaction.outcome, b.interaction.outcome
+    if oa == ob:
+        return Check("outcome", oa, ob, Status.SAME)
+    for tag, s, other in (("A", a, ob), ("B", b, oa)):
+        if other is Outcome.COMPLETE and left_after_end(s.interaction, s.analysis):
+            return Check("outcome", oa, ob, Status.INFO, f"{tag}: {CLIENT_LEFT}")
+    return Check("outcome", oa, ob, Status.DIFFERS)
 
 
 def _error_texts(events: Sequence[Event]) -> list[str]:

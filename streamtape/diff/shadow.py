@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..cassette.model import Interaction, Outcome
+from ..check import CLIENT_LEFT, left_after_end
 from ..errors import OptionError
 from ..shadow.labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, Role
-from ..shapes import analyze
 from .compare import compare
 from .gates import Gate
 from .model import Category
@@ -127,9 +127,6 @@ def pair_shadow(
     return ShadowPairing(", ".join(a_names) or "?", shadow, tuple(pairs), tuple(missing), tuple(shadows))
 
 
-CLIENT_LEFT = "client left after the end"
-
-
 def primary_for_comparison(ix: Interaction, label: str) -> tuple[Interaction, str]:
     """The primary as compared with a shadow, and its label.
 
@@ -137,12 +134,10 @@ def primary_for_comparison(ix: Interaction, label: str) -> tuple[Interaction, st
     reading at ``[DONE]``, before the chunked body's last chunk) leaves the
     primary ``client_disconnected``, while the sender reads every shadow to its
     end. That is the client's doing, not a difference between the backends:
-    such a primary, whose stream holds its end marker or finish, is compared as
-    ``complete``, and its label says so."""
-    if ix.outcome is not Outcome.CLIENT_DISCONNECTED:
-        return ix, label
-    a = analyze(ix)
-    if not (a.done or a.finish is not None):
+    such a primary, whose stream reached its end marker
+    (:func:`~streamtape.check.left_after_end`, which ``check`` and a two-file
+    ``diff`` follow too), is compared as ``complete``, and its label says so."""
+    if not left_after_end(ix):
         return ix, label
     return replace(ix, outcome=Outcome.COMPLETE, error=None), f"{label} ({CLIENT_LEFT})"
 
