@@ -1,5 +1,6 @@
 """The in-process transports against the real thing: a fault raises the same exception with
-the same message through ``ReplayTransport`` as through the replay server on a real socket;
+the same message through ``ReplayTransport`` (and ``ReplayAdapter``: the same exception) as
+through the replay server on a real socket;
 and ``import streamtape`` in a fresh interpreter loads no HTTP client. The transports
 themselves are tests/unit/test_transport.py."""
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import requests
 
 import streamtape
 from streamtape import Interaction
@@ -87,3 +89,29 @@ def test_import_streamtape_does_not_import_http_clients() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["[]", "[]"]
+
+
+def session(ix: Interaction, profile: str, *, realtime: bool) -> requests.Session:
+    """A requests session whose http:// goes to the in-process ReplayAdapter."""
+    s = requests.Session()
+    s.mount("http://", streamtape.ReplayAdapter([ix], profile, realtime=realtime))
+    return s
+
+
+@pytest.mark.parametrize(
+    ("profile", "framing", "exc"),
+    [
+        ("instant;fault=cut-event:2", "chunked", requests.exceptions.ChunkedEncodingError),
+        ("instant;fault=cut:10B", "content-length", requests.exceptions.ChunkedEncodingError),
+        ("instant;fault=reset:50%", "chunked", requests.exceptions.ChunkedEncodingError),
+        ("instant;fault=stall:3:30", "chunked", requests.exceptions.ConnectionError),
+    ],
+    ids=["cut-chunked", "cut-content-length", "reset", "stall"],
+)
+def test_adapter_faults_raise_what_requests_raises_on_a_real_socket(profile, framing, exc) -> None:
+    """The same profile through the replay server on a real socket raises the same."""
+    ix = sse_ix(framing=framing)
+    with session(ix, profile, realtime=False) as s, pytest.raises(exc):
+        list(s.post(URL, json=BODY, stream=True, timeout=(5, 0.5)).iter_content(chunk_size=None))
+    with ReplayServer([ix], profile=profile.replace("stall:3:30", "stall:3:3"), log=lambda x: None) as srv, requests.Session() as s2, pytest.raises(exc):
+        list(s2.post(srv.url + "/v1/chat/completions", json=BODY, stream=True, timeout=(5, 0.5)).iter_content(chunk_size=None))

@@ -22,7 +22,6 @@ from streamtape import Interaction
 from streamtape.cassette.model import Outcome
 from streamtape.errors import NoMatchError, ProfileError
 from streamtape.profiles import StepKind, parse_profile
-from streamtape.serve import ReplayServer
 from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
 from streamtape.wire import Framing
 from tests.support.builders import MS, interaction
@@ -399,25 +398,6 @@ def test_adapter_iter_lines_reassembles_lines_split_across_pieces() -> None:
 def test_adapter_without_stream_reads_the_whole_body() -> None:
     with session(sse_ix()) as s:
         assert s.post(URL, json=BODY).content == b"".join(EVENTS)
-
-
-@pytest.mark.parametrize(
-    ("profile", "framing", "exc"),
-    [
-        ("instant;fault=cut-event:2", "chunked", requests.exceptions.ChunkedEncodingError),
-        ("instant;fault=cut:10B", "content-length", requests.exceptions.ChunkedEncodingError),
-        ("instant;fault=reset:50%", "chunked", requests.exceptions.ChunkedEncodingError),
-        ("instant;fault=stall:3:30", "chunked", requests.exceptions.ConnectionError),
-    ],
-    ids=["cut-chunked", "cut-content-length", "reset", "stall"],
-)
-def test_adapter_faults_raise_what_requests_raises_on_a_real_socket(profile, framing, exc) -> None:
-    """The same profile through the replay server on a real socket raises the same."""
-    ix = sse_ix(framing=framing)
-    with session(ix, profile, realtime=False) as s, pytest.raises(exc):
-        list(s.post(URL, json=BODY, stream=True, timeout=(5, 0.5)).iter_content(chunk_size=None))
-    with ReplayServer([ix], profile=profile.replace("stall:3:30", "stall:3:3"), log=lambda x: None) as srv, requests.Session() as s2, pytest.raises(exc):
-        list(s2.post(srv.url + "/v1/chat/completions", json=BODY, stream=True, timeout=(5, 0.5)).iter_content(chunk_size=None))
 
 
 def test_adapter_slow_headers_past_the_timeout_is_read_timeout() -> None:
