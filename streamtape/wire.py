@@ -29,10 +29,11 @@ HAR export) uses this module, so a rule of the protocol is written down once:
   :func:`body_end`). On chunked framing each piece is one HTTP chunk, so a
   recorded piece boundary is a chunk boundary on the wire; an empty piece is
   nothing at all (a zero-size chunk would end the body).
-* **Which framing a connection gets** (:func:`connection_framing`): HTTP/2
-  recordings (``frames``) replay as chunked; an HTTP/1.0 client cannot read
-  chunked and gets the body close-delimited; ``HEAD``, 1xx, 204 and 304
-  responses have no body at all.
+* **Which framing a connection gets** (:func:`connection_framing`): the
+  profile's (``framing=``, by default the recorded one, with HTTP/2
+  recordings, ``frames``, as chunked: :func:`replay_framing`); an HTTP/1.0
+  client cannot read chunked and gets the body close-delimited; ``HEAD``,
+  1xx, 204 and 304 responses have no body at all.
 * **Reason phrases** come from :class:`http.HTTPStatus` alone
   (:func:`reason_phrase`), ``""`` for a code it does not know.
 * **Error bodies** the replayer invents (no match, bad profile, bad request)

@@ -24,8 +24,10 @@ __all__ = [
     "Amount",
     "ChunkKind",
     "FaultKind",
+    "FramingKind",
     "Item",
     "LatencyKind",
+    "NewlineKind",
     "Schedule",
     "Step",
     "StepKind",
@@ -81,6 +83,35 @@ class FaultKind(StrEnum):
     """A WebSocket session's TCP connection ends without a close frame after server message N."""
     PING = "ping"
     """A WebSocket server pings every S seconds; an unanswered ping closes with 1011."""
+
+
+class FramingKind(StrEnum):
+    """``framing=``: how the body is delimited on the wire (HTTP/1.1 responses)."""
+
+    RECORDED = "recorded"
+    """As recorded: chunked, Content-Length or close-delimited (HTTP/2 ``frames``: chunked)."""
+    CHUNKED = "chunked"
+    CLOSE = "close"
+    """Close-delimited: no length, no chunks, ``Connection: close``; the close is the end."""
+    CONTENT_LENGTH = "content-length"
+
+
+class NewlineKind(StrEnum):
+    """``newline=``: the line endings of an SSE or NDJSON body."""
+
+    RECORDED = "recorded"
+    LF = "lf"
+    CRLF = "crlf"
+    CR = "cr"
+
+    @property
+    def eol(self) -> bytes:
+        """The line ending this kind writes (``b""`` for ``recorded``: none is written)."""
+        return _EOL[self]
+
+
+_EOL = {NewlineKind.RECORDED: b"", NewlineKind.LF: b"\n", NewlineKind.CRLF: b"\r\n",
+        NewlineKind.CR: b"\r"}
 
 
 class Unit(StrEnum):
@@ -216,8 +247,9 @@ class Schedule:
     from ``end_to_end`` with :func:`streamtape.wire.response_head`.
 
     ``framing`` is ``chunked``, ``content-length``, ``close-delimited``, or
-    ``none`` (status 0: the recording has no response head; send nothing).
-    HTTP/2 recordings (framing ``frames``) replay as ``chunked``.
+    ``none`` (status 0: the recording has no response head; send nothing):
+    the profile's ``framing=`` item, by default the recording's own framing
+    (HTTP/2 recordings, framing ``frames``, replay as ``chunked``).
     ``content_length`` is the length to declare on ``content-length``
     framing: the bytes sent, or more when the schedule cuts the body short
     (the client must see a short body), or the recorded length for a

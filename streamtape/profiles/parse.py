@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from ..errors import ProfileError
-from .model import Amount, ChunkKind, FaultKind, Item, LatencyKind, Unit
+from .model import Amount, ChunkKind, FaultKind, FramingKind, Item, LatencyKind, NewlineKind, Unit
 from .schedule import Profile
 
 __all__ = ["ADVERSARIAL", "PRESETS", "SYNTAX", "describe", "parse_profile"]
@@ -56,9 +56,10 @@ SYNTAX = """\
 A profile is a preset name or key=value items separated by ';', e.g.
   chunk=utf8-split;latency=scale:0.5;fault=keepalive:2
 An item without '=' is a preset expanded in place (instant;fault=cut:50%).
-Later chunk/latency/seed items override earlier ones; fault items add up.
-One profile serves HTTP responses and WebSocket sessions alike: an item for
-the other kind of interaction ([ws] below: WebSocket sessions only) is ignored.
+Later chunk/latency/framing/newline/seed items override earlier ones; fault
+items add up. One profile serves HTTP responses and WebSocket sessions alike:
+an item for the other kind of interaction ([ws] below: WebSocket sessions
+only; framing= and newline=: HTTP responses only) is ignored.
 
 chunk=      how the body is cut into pieces (joined, always the recorded body)
   recorded        the recorded pieces (default)
@@ -82,9 +83,9 @@ latency=    when pieces are sent ([ws]: server messages, each timed from the cli
   fixed:TTFT_MS:GAP_MS  first piece after TTFT_MS, then one every GAP_MS
   jitter:MS       each piece up to MS later (seeded); never reorders
 fault=      (repeatable) events are counted from 1; comments do not count
-  cut:P% | cut:NB       close without the terminating chunk after P% / N bytes
+  cut:P% | cut:NB       close before the body's end (see framing=) after P% / N bytes
   reset:P% | reset:NB   abort with a TCP reset after P% / N bytes
-  cut-event:N     close without the terminating chunk right after event N (0: before any)
+  cut-event:N     close before the body's end right after event N (0: before any)
   error-event:N   after event N, an error event in the format's own shape, then the end
   stall:N:S       S seconds of silence before event N
   keepalive:S     an SSE comment after every S seconds of silence (0: before every event)
@@ -97,6 +98,24 @@ fault=      (repeatable) events are counted from 1; comments do not count
   drop:N          [ws] after server message N, the TCP connection closed without a close frame
   ping:S          [ws] a ping every S seconds; one unanswered when the next is due closes
                   the session with 1011
+framing=    how the body is delimited on the wire (HTTP responses; the status fault too)
+  recorded        as recorded: chunked, Content-Length or close-delimited (default;
+                  HTTP/2 recordings replay chunked)
+  chunked         Transfer-Encoding: chunked, one chunk per piece; a cut leaves out the
+                  last chunk, which a client notices
+  close           close-delimited (also spelt close-delimited): no Content-Length, no
+                  Transfer-Encoding, Connection: close; the body ends when the server
+                  closes, so a cut is a close like the end: nothing tells them apart
+  content-length  Content-Length: the bytes sent (keep-alives, an error event counted);
+                  on a cut or reset, the whole body's, so the client is left short of it
+                  (an HTTP/1.0 client gets chunked as close; HEAD, 1xx, 204, 304 no body)
+newline=    the line endings of an SSE or NDJSON body (identity-encoded), rewritten
+            before chunking, event counting and faults, so crlf-split has CR LF pairs
+            to cut and inserted keep-alives and error events follow; other bodies are
+            sent as recorded
+  recorded        as recorded (default)
+  lf | crlf | cr  every line ending as LF, CR LF or CR (SSE allows all three; NDJSON
+                  lines end in LF or CR LF, so cr leaves NDJSON as recorded)
 seed=N      seed for everything random (default 0): the same seed, the same schedule
 """
 
@@ -256,6 +275,23 @@ def _parse_fault(value: str) -> Item:
     return Item(kind, (), value)
 
 
+_ALIASES: Mapping[str, StrEnum] = {"close-delimited": FramingKind.CLOSE}
+"""Other spellings of a word: ``close-delimited`` is what cassettes and ``show`` call ``close``."""
+
+
+def _parse_word(value: str, key: str, kinds: type[_K]) -> _K:
+    """A value that is one word of ``kinds`` (``framing=close``), with no argument."""
+    name = value.lower()
+    alias = _ALIASES.get(name)
+    kind = alias if isinstance(alias, kinds) else next((k for k in kinds if k == name), None)
+    if kind is not None:
+        return kind
+    word = name.partition(":")[0].strip()
+    if word in _ALIASES or any(k == word for k in kinds):
+        raise _Bad(f"{key} {word!r} takes no argument")
+    raise _Bad(f"unknown {key} {value!r} (expected one of: {', '.join(kinds)})")
+
+
 def _expand(text: str, depth: int = 0) -> list[str]:
     """Profile text -> its ``key=value`` items, presets expanded in place."""
     out: list[str] = []
@@ -289,6 +325,7 @@ def parse_profile(text: str) -> Profile:
         raise ProfileError("empty profile (use a preset such as 'faithful', or key=value items)")
     chunk = Item(ChunkKind.RECORDED)
     latency = Item(LatencyKind.RECORDED)
+    framing, newline = FramingKind.RECORDED, NewlineKind.RECORDED
     faults: list[Item] = []
     seed: int | None = None
     for item in _expand(stripped):
@@ -304,21 +341,32 @@ def parse_profile(text: str) -> Profile:
                 latency = _parse_latency(value)
             elif key == "fault":
                 faults.append(_parse_fault(value))
+            elif key == "framing":
+                framing = _parse_word(value, "framing", FramingKind)
+            elif key == "newline":
+                newline = _parse_word(value, "newline", NewlineKind)
             elif key == "seed":
                 if not re.fullmatch(r"-?\d+", value):
                     raise _Bad(f"seed must be a whole number, not {value!r}")
                 seed = int(value)
             else:
-                raise _Bad(f"unknown key {key!r} (expected chunk, latency, fault or seed)")
+                raise _Bad(
+                    f"unknown key {key!r} (expected chunk, latency, fault, framing, newline or seed)"
+                )
         except _Bad as e:
             raise ProfileError(f"profile {stripped!r}: bad item {item!r}: {e}") from None
-    return Profile(text=stripped, chunk=chunk, latency=latency, faults=tuple(faults), seed=seed)
+    return Profile(text=stripped, chunk=chunk, latency=latency, faults=tuple(faults), seed=seed,
+                   framing=framing, newline=newline)
 
 
 def describe(profile: Profile) -> str:
     """One line: the profile's effective chunking, latency, faults and seed."""
     parts = [f"chunk={profile.chunk}", f"latency={profile.latency}"]
     parts += [f"fault={f}" for f in profile.faults]
+    if profile.framing is not FramingKind.RECORDED:
+        parts.append(f"framing={profile.framing}")
+    if profile.newline is not NewlineKind.RECORDED:
+        parts.append(f"newline={profile.newline}")
     if profile.seed is not None:
         parts.append(f"seed={profile.seed}")
     return ";".join(parts)

@@ -29,13 +29,24 @@ Rules the drivers can rely on:
   arrives, so such recordings are usually complete answers. A recording with
   no response head replays as :attr:`Schedule.status` 0 (send no head) and a cut.
 - The schedule decides the *number* a ``Content-Length`` declares (the bytes
-  sent; more than that on a cut, so the client sees a short body); the
-  header itself comes from :func:`streamtape.wire.framing_headers`.
+  sent, keep-alive comments and an error event included; on a cut, the whole
+  body's length and always more than is sent, so the client sees a short
+  body); the header itself comes from :func:`streamtape.wire.framing_headers`.
+- ``framing=`` picks the framing (:attr:`Schedule.framing`): as recorded by
+  default, else chunked, close-delimited or Content-Length, whatever the
+  recording had; the status fault's error body follows it too. On
+  close-delimited framing a cut is a close like the end: a client cannot tell
+  them apart, which is what the item is for.
+- ``newline=`` rewrites the line endings of an identity-encoded SSE or
+  NDJSON body *before* everything else (:func:`converted_newlines`), so
+  chunkings (``crlf-split``), event spans and faults all see the converted
+  body, and an inserted keep-alive or error event uses its line ending too.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import itertools
 import operator
@@ -45,11 +56,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..cassette.model import Interaction, Outcome, Response
-from ..cassette.pieces import Piece, PieceSequence
+from ..cassette.pieces import Piece, Pieces, PieceSequence
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
 from ..wire import UPSTREAM_RESET, Framing, end_to_end, has_no_body, reason_phrase, replay_framing
-from .model import ChunkKind, FaultKind, Item, LatencyKind, Schedule, Step, StepKind, Steps
+from .model import (
+    ChunkKind,
+    FaultKind,
+    FramingKind,
+    Item,
+    LatencyKind,
+    NewlineKind,
+    Schedule,
+    Step,
+    StepKind,
+    Steps,
+)
 
 __all__ = ["ERROR_MESSAGE", "KEEPALIVE_TEXT", "Profile"]
 
@@ -87,8 +109,8 @@ class _Events:
     wire: str
 
 
-def _events_of(ix: Interaction, body: bytes) -> _Events | None:
-    """Event spans of an identity-encoded SSE/NDJSON body, else None."""
+def _event_wire(ix: Interaction) -> str | None:
+    """``"sse"`` or ``"ndjson"`` for an identity-encoded stream of events, else None."""
     resp = ix.response
     if resp is None:
         return None
@@ -96,7 +118,13 @@ def _events_of(ix: Interaction, body: bytes) -> _Events | None:
     if enc not in ("", "identity"):
         return None
     wire = wire_of(ix)
-    if wire not in ("sse", "ndjson"):
+    return wire if wire in ("sse", "ndjson") else None
+
+
+def _events_of(ix: Interaction, body: bytes) -> _Events | None:
+    """Event spans of an identity-encoded SSE/NDJSON body, else None."""
+    wire = _event_wire(ix)
+    if wire is None:
         return None
     spans = tuple(event_spans(body, wire))
     return _Events(spans, tuple(s for s in spans if s.kind != "comment"), wire)
@@ -150,6 +178,77 @@ def recorded_ending(ix: Interaction) -> StepKind:
         return StepKind.RESET
     return StepKind.CUT
 
+
+_LINE_ENDINGS = {
+    "sse": re.compile(rb"\r\n|\r|\n"),
+    "ndjson": re.compile(rb"\r?\n"),
+}
+"""What ends a line: in SSE (WHATWG) CRLF, a lone CR and a lone LF alike; in NDJSON
+(and JSON Lines) an LF, with an optional CR before it."""
+
+
+def _newline_wire(ix: Interaction, newline: NewlineKind) -> str | None:
+    """The wire whose line endings ``newline`` rewrites in ``ix``, or None (none it applies to)."""
+    if newline is NewlineKind.RECORDED:
+        return None
+    wire = _event_wire(ix)
+    if wire == "ndjson" and newline is NewlineKind.CR:
+        return None
+    return wire
+
+
+def converted_newlines(ix: Interaction, newline: NewlineKind) -> Interaction:
+    """``ix`` with the line endings of its SSE or NDJSON body written as ``newline``.
+
+    Only line endings change: an SSE field never holds a CR or an LF (they end
+    its line), and JSON holds them raw only as whitespace, so the events a
+    correct parser reads are the same. A lone CR does not end an NDJSON line,
+    so ``cr`` leaves NDJSON as recorded. The recorded pieces keep their times;
+    their boundaries move with the bytes, and one that fell between a CR and
+    its LF goes before the new line ending, which is then sent with the piece
+    that completed the recorded one (a replay never runs ahead of the
+    recording). Anything else (``recorded``, a body that is not SSE or
+    NDJSON, an encoded one, one already written so) comes back as it is: the
+    same object.
+    """
+    wire = _newline_wire(ix, newline)
+    resp = ix.response
+    if wire is None or resp is None:
+        return ix
+    body, eol = resp.body, newline.eol
+    parts: list[bytes] = []
+    starts: list[int] = []  # where each line ending began in the recorded body
+    marks: list[tuple[int, int]] = []  # where it ended there, and where it begins in the new body
+    pos = new = 0
+    for m in _LINE_ENDINGS[wire].finditer(body):
+        a, b = m.span()
+        parts += (body[pos:a], eol)
+        new += a - pos
+        starts.append(a)
+        marks.append((b, new))
+        new += len(eol)
+        pos = b
+    parts.append(body[pos:])
+    converted = b"".join(parts)
+    if converted == body:
+        return ix
+
+    def moved(offset: int) -> int:
+        k = bisect.bisect_left(starts, offset)  # line endings begun before offset
+        if not k:
+            return offset
+        old_end, new_start = marks[k - 1]
+        return new_start if offset < old_end else new_start + len(eol) + offset - old_end
+
+    pieces = [c for c in resp.pieces if c.data]
+    ends = [moved(e) for e in itertools.accumulate(len(c.data) for c in pieces)]
+    compact = Pieces.of(
+        Piece(c.at_ns, converted[a:b])
+        for c, a, b in zip(pieces, itertools.chain((0,), ends), ends, strict=False)
+    )
+    return dataclasses.replace(ix, response=dataclasses.replace(resp, pieces=compact))
+
+
 def _recorded(resp: Response) -> tuple[list[int], list[bytes]]:
     """The recorded pieces' times and bytes, empty pieces left out. Compact pieces (a
     loaded cassette's) are sliced from their joined body, no :class:`Piece` made."""
@@ -173,6 +272,14 @@ _RESHAPING = frozenset((
 ))
 """Faults that add, cut or move pieces; without them :meth:`_ScheduleBuilder.plain` applies."""
 
+_FRAMINGS = {
+    FramingKind.CHUNKED: Framing.CHUNKED,
+    FramingKind.CLOSE: Framing.CLOSE_DELIMITED,
+    FramingKind.CONTENT_LENGTH: Framing.CONTENT_LENGTH,
+}
+"""The framing each ``framing=`` kind sends (``recorded``: the recording's, absent here)."""
+
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -183,6 +290,8 @@ class Profile:
     latency: Item = field(default_factory=lambda: Item(LatencyKind.RECORDED))
     faults: tuple[Item, ...] = ()
     seed: int | None = None
+    framing: FramingKind = FramingKind.RECORDED
+    newline: NewlineKind = NewlineKind.RECORDED
 
     def fault(self, kind: FaultKind) -> Item | None:
         """The last fault item of ``kind``, or None."""
@@ -212,10 +321,10 @@ class _ScheduleBuilder:
 
     def __init__(self, profile: Profile, ix: Interaction, seed: int) -> None:
         self.p = profile
-        self.ix = ix
+        self.ix = converted_newlines(ix, profile.newline)
         self.seed = seed
         self.text = profile.text
-        self.body = ix.response.body if ix.response is not None else b""
+        self.body = self.ix.response.body if self.ix.response is not None else b""
 
     def rng(self, purpose: str) -> random.Random:
         return random.Random(f"{self.seed}:{purpose}")
@@ -226,6 +335,19 @@ class _ScheduleBuilder:
     @functools.cached_property
     def events(self) -> _Events | None:
         return _events_of(self.ix, self.body)
+
+    @functools.cached_property
+    def eol(self) -> bytes:
+        """The line ending of what the schedule inserts (keep-alives, an error event):
+        ``newline=``'s where it applies, else the body's own (CRLF, CR, else LF)."""
+        if _newline_wire(self.ix, self.p.newline) is not None:
+            return self.p.newline.eol
+        body = self.body
+        return b"\r\n" if b"\r\n" in body else b"\r" if b"\r" in body else b"\n"
+
+    def framing(self, recorded: Framing) -> Framing:
+        """The framing to send: ``framing=``'s, or (``recorded``) what was recorded."""
+        return _FRAMINGS.get(self.p.framing) or replay_framing(recorded)
 
     # -- pipeline ---------------------------------------------------------------
 
@@ -277,6 +399,8 @@ class _ScheduleBuilder:
             at = kept[-1].at if kept else head
             if kind == FaultKind.ERROR_EVENT:
                 data = error_event(detect_shape(ix), ERROR_MESSAGE)
+                if _newline_wire(ix, self.p.newline) is not None:
+                    data = data.replace(b"\n", self.eol)  # the converted body's line ending
                 if data:
                     extra.append(_Piece(at, offset, offset, data))
                 terminal = StepKind.END
@@ -312,7 +436,7 @@ class _ScheduleBuilder:
     def finish(self, resp: Response, head: int, steps: Sequence[Step], terminal: StepKind,
                sent: int) -> Schedule:
         """The :class:`Schedule` of ``resp`` with these steps (``sent`` body bytes)."""
-        framing = replay_framing(resp.framing)
+        framing = self.framing(resp.framing)
         return Schedule(
             resp.status,
             resp.reason or reason_phrase(resp.status),
@@ -512,7 +636,7 @@ class _ScheduleBuilder:
         ev = self.events
         if ev is None or ev.wire != "sse":
             return pieces  # keep-alive comments exist only in SSE
-        eol = b"\r\n" if b"\r\n" in self.body else b"\n"
+        eol = self.eol
         comment = KEEPALIVE_TEXT + eol + eol
         every = int(item.args[0] * _S)
         bounds = {0, *(s.start for s in ev.spans), *(s.end for s in ev.spans)}
@@ -555,9 +679,10 @@ class _ScheduleBuilder:
             headers.append(("Retry-After", "1"))
         steps = [Step(head, StepKind.SEND, body)] if body else []
         steps.append(Step(head, StepKind.END))
+        framing = self.framing(Framing.CONTENT_LENGTH)
         return Schedule(
-            code, reason_phrase(code), tuple(headers), Framing.CONTENT_LENGTH, head, tuple(steps),
-            self.text, len(body),
+            code, reason_phrase(code), tuple(headers), framing, head, tuple(steps),
+            self.text, len(body) if framing is Framing.CONTENT_LENGTH else None,
         )
 
     def content_length(self, framing: Framing, terminal: StepKind, sent: int) -> int | None:
@@ -572,5 +697,5 @@ class _ScheduleBuilder:
             return recorded_n  # the length of the body not sent
         if terminal == StepKind.END:
             return sent
-        # A cut: declare more than is sent, so the client sees a short body.
-        return max(recorded_n or 0, sent + 1)
+        # A cut: declare the whole body, and more than is sent, so the client sees a short body.
+        return max(recorded_n or 0, len(self.body), sent + 1)

@@ -686,3 +686,219 @@ def test_no_chunking_and_no_timing_fault_changes_what_a_client_assembles(ix, chu
     got = analyze(as_played(ix, sched(text, ix, seed=seed)))
     assert (got.text, got.done, got.invalid_json) == (want.text, want.done, want.invalid_json)
     assert got.events_count == want.events_count
+
+
+# --------------------------------------------------------------------------
+# framing= and newline=: the body's framing on the wire, its line endings
+
+
+def _eols(body: bytes) -> set[bytes]:
+    """The line endings in an SSE body (WHATWG: CRLF, a lone CR, a lone LF)."""
+    return {m.group() for m in re.finditer(rb"\r\n|\r|\n", body)}
+
+
+def _events(body: bytes) -> list[tuple[str, str]]:
+    """What a conforming SSE parser dispatches: (event, data) of each event."""
+    from streamtape.shapes import SSEEvent, SSEParser
+
+    parser = SSEParser()
+    items = parser.feed(body)
+    return [(i.event, i.data) for i in items if isinstance(i, SSEEvent)]
+
+
+def test_framing_and_newline_are_as_recorded_unless_an_item_says_otherwise_and_the_last_one_wins():
+    from streamtape.profiles import FramingKind, NewlineKind, describe
+
+    p = parse_profile("faithful")
+    assert (p.framing, p.newline) == (FramingKind.RECORDED, NewlineKind.RECORDED)
+    assert describe(p) == "chunk=recorded;latency=recorded"
+    p = parse_profile("framing=chunked;newline=cr;instant;framing=close;newline=crlf")
+    assert (p.framing, p.newline) == ("close", "crlf")
+    assert describe(p) == "chunk=recorded;latency=instant;framing=close;newline=crlf"
+    assert parse_profile("framing=close-delimited").framing == "close"
+    assert parse_profile("framing=content-length;newline=lf").framing == "content-length"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("framing=bogus", "unknown framing 'bogus' (expected one of: recorded, chunked, close, content-length)"),
+        ("framing=close:3", "framing 'close' takes no argument"),
+        ("framing=close-delimited:1", "framing 'close-delimited' takes no argument"),
+        ("newline=dos", "unknown newline 'dos' (expected one of: recorded, lf, crlf, cr)"),
+        ("newline=crlf:2", "newline 'crlf' takes no argument"),
+        ("newline=", "has no value"),
+    ],
+)
+def test_a_malformed_framing_or_newline_is_a_profile_error_naming_the_item(text, says):
+    with pytest.raises(ProfileError) as e:
+        parse_profile(f"instant;{text}")
+    assert f"bad item {text!r}: {says}" in str(e.value)
+
+
+def test_the_syntax_text_explains_framing_and_newline():
+    for word in ["framing=", "chunked", "close", "content-length", "Connection: close", "newline=", "lf | crlf | cr"]:
+        assert word in SYNTAX, word
+
+
+@pytest.mark.parametrize("recorded", ["chunked", "content-length", "close-delimited", "frames"])
+@pytest.mark.parametrize(
+    ("framing", "sent", "headers"),
+    [
+        ("recorded", None, None),
+        ("chunked", "chunked", {"transfer-encoding": "chunked"}),
+        ("close", "close-delimited", {}),
+        ("content-length", "content-length", {"content-length": "LENGTH"}),
+    ],
+)
+def test_framing_sends_the_body_framed_so_whatever_the_recording_had(recorded, framing, sent, headers):
+    ix = chat(["a", "b"], framing=recorded)
+    assert ix.response is not None
+    s = sched(f"framing={framing}", ix)
+    if sent is None:  # as recorded (HTTP/2 frames: chunked)
+        sent = "chunked" if recorded == "frames" else recorded
+        headers = {"chunked": {"transfer-encoding": "chunked"}, "close-delimited": {},
+                   "content-length": {"content-length": "LENGTH"}}[sent]
+    assert s.framing == sent
+    framing_of = {k.lower(): v for k, v in s.headers if k.lower() in ("content-length", "transfer-encoding")}
+    want = {k: str(len(ix.response.body)) if v == "LENGTH" else v for k, v in headers.items()}
+    assert framing_of == want
+    assert s.body == ix.response.body and s.ending == "end"
+
+
+def test_on_close_framing_a_cut_after_event_3_is_a_close_with_nothing_that_tells_it_from_the_end():
+    ix = chat(["Hel", "lo", ", ", "world"])
+    assert ix.response is not None
+    spans = event_spans(ix.response.body, "sse")
+    s = sched("framing=close;fault=cut-event:3", ix)
+    assert s.body == ix.response.body[: spans[2].end]
+    assert (s.framing, s.ending, s.content_length) == ("close-delimited", "cut", None)
+    assert s.header("content-length") is None and s.header("transfer-encoding") is None
+    whole = sched("framing=close", ix)
+    assert whole.headers == s.headers and whole.ending == "end"
+
+
+def test_on_content_length_framing_a_cut_or_reset_declares_the_whole_body_and_sends_less():
+    ix = chat(["Hel", "lo", ", ", "world"])  # recorded chunked: no length of its own
+    assert ix.response is not None
+    n = len(ix.response.body)
+    for fault in ["cut-event:3", "cut:50%", "reset:10B", "cut:100%"]:
+        s = sched(f"framing=content-length;fault={fault}", ix)
+        assert s.ending in ("cut", "reset")
+        assert int(s.header("content-length") or 0) == max(n, len(s.body) + 1) > len(s.body), fault
+    # a recording its upstream cut stays short of what it declares
+    short = chat(["a", "b"], done=False, outcome="upstream_closed")
+    s = sched("framing=content-length", short)
+    assert s.ending == "cut" and int(s.header("content-length") or 0) > len(s.body)
+
+
+@pytest.mark.parametrize("fault", ["keepalive:0", "error-event:2", "drop-done", "keepalive:0;fault=drop-done"])
+def test_on_content_length_framing_the_length_counts_exactly_the_bytes_sent_when_not_cut(fault):
+    ix = chat(["a", "b", "c"])
+    s = sched(f"framing=content-length;chunk=bytes:7;fault={fault}", ix)
+    assert s.ending == "end"
+    assert s.header("content-length") == str(len(s.body)) and s.content_length == len(s.body)
+    assert ix.response is not None and s.body != ix.response.body
+
+
+def test_the_status_fault_follows_the_framing_too():
+    ix = chat(["a"])
+    default = sched("fault=status:503", ix)
+    assert default.framing == "content-length" and default.header("content-length") == str(len(default.body))
+    close = sched("framing=close;fault=status:503", ix)
+    assert close.framing == "close-delimited" and close.content_length is None and close.body == default.body
+    assert sched("framing=chunked;fault=status:429", ix).header("transfer-encoding") == "chunked"
+
+
+@PROPS
+@given(ix=recorded_chats(), newline=st.sampled_from(["lf", "crlf", "cr"]), chunk=st.sampled_from(CHUNKINGS),
+       seed=st.integers(0, 1000))
+def test_newline_rewrites_every_line_ending_and_a_parser_reads_the_same_events(ix, newline, chunk, seed):
+    eol = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}[newline]
+    assert ix.response is not None
+    body = ix.response.body
+    s = sched(f"newline={newline};chunk={chunk}", ix, seed=seed)
+    check_shape(s)
+    assert _eols(s.body) <= {eol}
+    assert _events(s.body) == _events(body)
+    assert re.sub(rb"\r\n|\r|\n", b"\n", s.body) == re.sub(rb"\r\n|\r|\n", b"\n", body)
+    # the pieces keep their recorded times: the body is done when the recording's was
+    # (latency=recorded: without a latency item a re-chunking is spaced apart, and a converted
+    # body cut into more pieces takes longer)
+    rec = f"chunk={chunk};latency=recorded"
+    assert sched(f"newline={newline};{rec}", ix, seed=seed).sends[-1].at_ns == sched(rec, ix, seed=seed).sends[-1].at_ns
+
+
+def test_crlf_split_has_nothing_to_cut_on_an_lf_recording_until_newline_crlf_gives_it_pairs():
+    ix = chat(["a", "b"])  # one event per recorded piece, LF line endings
+    assert ix.response is not None
+    assert sched("chunk=crlf-split", ix).pieces == [p.data for p in ix.pieces]
+    s = sched("newline=crlf;chunk=crlf-split", ix)
+    assert s.body == ix.response.body.replace(b"\n", b"\r\n")
+    assert not any(b"\r\n" in piece for piece in s.pieces)  # every pair cut in two
+    assert len(s.pieces) == 3 * len(ix.pieces)  # each event: "...}\r", "\n\r", "\n"
+
+
+@pytest.mark.parametrize("newline", ["crlf", "cr"])
+def test_event_chunking_and_event_faults_count_events_on_the_converted_body(newline):
+    eol = {"crlf": b"\r\n", "cr": b"\r"}[newline]
+    ix = chat(["a", "b", "c"])
+    assert ix.response is not None
+    converted = ix.response.body.replace(b"\n", eol)
+    spans = event_spans(converted, "sse")
+    assert len(spans) == 4 and spans[-1].end == len(converted)
+    assert sched(f"newline={newline};chunk=events", ix).pieces == [converted[p.start : p.end] for p in spans]
+    cut = sched(f"newline={newline};chunk=bytes:5;fault=cut-event:3", ix)
+    assert cut.body == converted[: spans[2].end] and cut.body.endswith(eol + eol)
+    dropped = sched(f"newline={newline};fault=drop-done", ix)
+    assert dropped.body == converted[: spans[-1].start]
+
+
+def test_keepalives_and_an_error_event_take_the_converted_line_ending():
+    ix = chat(["a", "b"])
+    s = sched("newline=cr;latency=instant;fault=keepalive:0;fault=error-event:2", ix)
+    assert b"\n" not in s.body
+    assert s.pieces[0] == b": keepalive\r\r"
+    assert s.body.endswith(b"\r\r") and b"streamtape fault" in s.pieces[-1]
+    kinds = [sp.kind for sp in event_spans(s.body, "sse")]
+    assert kinds == ["comment", "event", "comment", "event", "event"]
+    assert event_spans(s.body, "sse")[-1].end == len(s.body)
+    # without newline=, a keep-alive follows the recording's own line ending, CR included
+    cr = interaction([b"data: 1\r\r", b"data: 2\r\r"])
+    assert sched("fault=keepalive:0", cr).pieces[0] == b": keepalive\r\r"
+
+
+def test_a_line_ending_whose_cr_and_lf_were_recorded_apart_is_sent_when_its_lf_was():
+    ix = interaction([b"data: 1\r", b"\n\r\ndata: 2\r\n\r", b"\n"], times=[10 * MS, 20 * MS, 30 * MS])
+    s = sched("newline=lf", ix)
+    assert s.pieces == [b"data: 1", b"\n\ndata: 2\n", b"\n"]
+    assert [st.at_ns for st in s.sends] == [10 * MS, 20 * MS, 30 * MS]
+    assert sched("newline=cr", ix).pieces == [b"data: 1", b"\r\rdata: 2\r", b"\r"]
+
+
+def test_newline_on_ndjson_rewrites_lf_and_crlf_and_leaves_it_for_cr():
+    ix = ndjson(["a", "b"])
+    assert ix.response is not None
+    body = ix.response.body
+    crlf = sched("newline=crlf;chunk=events", ix)
+    assert crlf.body == body.replace(b"\n", b"\r\n")
+    assert crlf.pieces == crlf.body.splitlines(keepends=True)
+    assert sched("newline=crlf;newline=lf", interaction([crlf.body], content_type="application/x-ndjson")).body == body
+    assert sched("newline=cr", ix).body == body  # a lone CR does not end an NDJSON line
+
+
+def test_newline_leaves_a_body_that_is_not_sse_or_ndjson_as_recorded():
+    raw = interaction([b"line one\nline two\n"], content_type="text/plain")
+    assert sched("newline=crlf", raw).body == b"line one\nline two\n"
+    gz = chat(["a"], extra_headers=(("Content-Encoding", "gzip"),))
+    assert gz.response is not None
+    assert sched("newline=crlf", gz).body == gz.response.body
+
+
+def test_content_length_declares_the_converted_body():
+    ix = chat(["a", "b"], framing="content-length")
+    assert ix.response is not None
+    s = sched("newline=crlf", ix)
+    assert len(s.body) > len(ix.response.body)
+    assert s.header("content-length") == str(len(s.body))
+
