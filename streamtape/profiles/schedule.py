@@ -179,12 +179,12 @@ def recorded_ending(ix: Interaction) -> StepKind:
     return StepKind.CUT
 
 
-_LINE_ENDINGS = {
-    "sse": re.compile(rb"\r\n|\r|\n"),
-    "ndjson": re.compile(rb"\r?\n"),
-}
-"""What ends a line: in SSE (WHATWG) CRLF, a lone CR and a lone LF alike; in NDJSON
-(and JSON Lines) an LF, with an optional CR before it."""
+def _as_lf(data: bytes, wire: str) -> bytes:
+    """``data`` with each line ending an LF. What ends a line: in SSE (WHATWG) CRLF, a
+    lone CR and a lone LF alike; in NDJSON (and JSON Lines) an LF, with an optional CR
+    before it."""
+    data = data.replace(b"\r\n", b"\n")
+    return data.replace(b"\r", b"\n") if wire == "sse" else data
 
 
 def _newline_wire(ix: Interaction, newline: NewlineKind) -> str | None:
@@ -195,6 +195,16 @@ def _newline_wire(ix: Interaction, newline: NewlineKind) -> str | None:
     if wire == "ndjson" and newline is NewlineKind.CR:
         return None
     return wire
+
+
+def _written_so(body: bytes, wire: str, newline: NewlineKind) -> bool:
+    """Whether every line ending of ``body`` is ``newline``'s already (a quick count)."""
+    crlf = body.count(b"\r\n")
+    if newline is NewlineKind.CRLF:
+        return body.count(b"\n") == crlf and (wire != "sse" or body.count(b"\r") == crlf)
+    if newline is NewlineKind.LF:
+        return not crlf and (wire != "sse" or b"\r" not in body)
+    return b"\n" not in body  # cr (on SSE only)
 
 
 def converted_newlines(ix: Interaction, newline: NewlineKind) -> Interaction:
@@ -216,36 +226,21 @@ def converted_newlines(ix: Interaction, newline: NewlineKind) -> Interaction:
     if wire is None or resp is None:
         return ix
     body, eol = resp.body, newline.eol
-    parts: list[bytes] = []
-    starts: list[int] = []  # where each line ending began in the recorded body
-    marks: list[tuple[int, int]] = []  # where it ended there, and where it begins in the new body
-    pos = new = 0
-    for m in _LINE_ENDINGS[wire].finditer(body):
-        a, b = m.span()
-        parts += (body[pos:a], eol)
-        new += a - pos
-        starts.append(a)
-        marks.append((b, new))
-        new += len(eol)
-        pos = b
-    parts.append(body[pos:])
-    converted = b"".join(parts)
-    if converted == body:
+    if _written_so(body, wire, newline):
         return ix
-
-    def moved(offset: int) -> int:
-        k = bisect.bisect_left(starts, offset)  # line endings begun before offset
-        if not k:
-            return offset
-        old_end, new_start = marks[k - 1]
-        return new_start if offset < old_end else new_start + len(eol) + offset - old_end
-
     pieces = [c for c in resp.pieces if c.data]
-    ends = [moved(e) for e in itertools.accumulate(len(c.data) for c in pieces)]
-    compact = Pieces.of(
-        Piece(c.at_ns, converted[a:b])
-        for c, a, b in zip(pieces, itertools.chain((0,), ends), ends, strict=False)
-    )
+    out: list[Piece] = []
+    paired = False  # the piece before ended with a CR whose LF begins this one
+    for i, c in enumerate(pieces):
+        data, lead = c.data, b""
+        if paired:  # that CR LF is one line ending, written here, where its LF came
+            data, lead = data[1:], eol
+        paired = data[-1:] == b"\r" and i + 1 < len(pieces) and pieces[i + 1].data[:1] == b"\n"
+        if paired:
+            data = data[:-1]
+        data = _as_lf(data, wire)
+        out.append(Piece(c.at_ns, lead + (data if eol == b"\n" else data.replace(b"\n", eol))))
+    compact = Pieces.of(out)
     return dataclasses.replace(ix, response=dataclasses.replace(resp, pieces=compact))
 
 
