@@ -60,10 +60,11 @@ class NoMatchError(StreamtapeError):
 
     ``request`` is the request as matching saw it (a
     :class:`~streamtape.match.matcher.RequestKey`: method, path, query, headers, body).
-    ``closest`` is the recorded request that came nearest and how it differs
+    ``closest`` is the recorded request that differs least and how it differs
     (a :class:`~streamtape.match.matcher.Closest`), or None: the cassette is empty, or
     with strict matching every recording that matches was already used. Both
     are None on an error built from its message alone (an unpickled one).
+    :attr:`cassette` names the closest recording's cassette file when known.
     """
 
     def __init__(
@@ -76,6 +77,11 @@ class NoMatchError(StreamtapeError):
         super().__init__(message)
         self.request = request
         self.closest = closest
+
+    @property
+    def cassette(self) -> str | None:
+        """The file name of the closest recording's cassette, or None when not known."""
+        return self.closest.cassette if self.closest is not None else None
 
 
 class SessionError(StreamtapeError):

@@ -37,8 +37,11 @@ HAR export) uses this module, so a rule of the protocol is written down once:
 * **Reason phrases** come from :class:`http.HTTPStatus` alone
   (:func:`reason_phrase`), ``""`` for a code it does not know.
 * **Error bodies** the replayer invents (no match, bad profile, bad request)
-  are OpenAI-shaped JSON (:func:`error_body`), with the ``type`` from
-  :class:`ErrorType`.
+  are JSON in the error shape of the API the request's path belongs to, with
+  the explanation in the field its SDKs print (:func:`error_body`) and the
+  ``type`` from :class:`ErrorType`; they go out with :data:`ERROR_HEADERS`.
+  A request no recording answers gets :data:`NO_MATCH_STATUS` unless told
+  otherwise.
 
 The vocabulary of framings is :class:`Framing`; its values are the strings
 written to cassettes, so ``Framing.CHUNKED == "chunked"``.
@@ -51,15 +54,19 @@ from __future__ import annotations
 
 import http
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 
 __all__ = [
     "DIRECT_HEADER",
+    "ERROR_HEADERS",
+    "ERROR_STATUSES",
     "FRAMING_HEADERS",
     "HOP_BY_HOP",
     "LAST_CHUNK",
     "NOT_FORWARDED",
+    "NO_MATCH_STATUS",
     "PROFILE_HEADER",
     "UPSTREAM_RESET",
     "ErrorType",
@@ -68,6 +75,7 @@ __all__ = [
     "chunk_size",
     "connection_framing",
     "end_to_end",
+    "error_api",
     "error_body",
     "frame",
     "framer",
@@ -114,6 +122,34 @@ class ErrorType(StrEnum):
     NO_MATCH = "streamtape_no_match"
     BAD_PROFILE = "streamtape_bad_profile"
     BAD_REQUEST = "streamtape_bad_request"
+
+
+NO_MATCH_STATUS = 422
+"""The status of the answer to a request no recording answers (``serve --no-match-status``,
+``streamtape_no_match_status``, the transports' ``no_match=``).
+
+Not 404: SDKs turn a 404 into "not found" (``openai.NotFoundError``; Ollama's
+clients read it as a model to pull), so a test failed on a changed request
+reads as a missing model. Not a 5xx either: SDKs and the code around them
+retry server errors (the openai and anthropic SDKs, unless told not to; the
+Vercel AI SDK; llama-index's and many applications' own retry loops), so
+the failure would come late, after backoff, with the request counted several
+times. 422 (Unprocessable Content: a well-formed request this server cannot
+answer) is retried by none of them, and each SDK names it after the request
+(``openai.UnprocessableEntityError``), with the explanation as its message.
+"""
+
+ERROR_STATUSES = range(400, 600)
+"""The statuses a no-match answer may have: an error (a 2xx or 3xx would have clients
+read the explanation as an answer, or follow it)."""
+
+ERROR_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Content-Type", "application/json"),
+    ("X-Should-Retry", "false"),
+)
+"""The headers of an error the replayer invents: a JSON body, and ``X-Should-Retry:
+false``, which the openai and anthropic SDKs obey (they retry 408, 409, 429 and 5xx
+otherwise), so even a 5xx chosen for the no-match answer is asked once."""
 
 
 HOP_BY_HOP = frozenset(
@@ -362,6 +398,40 @@ def response_head(
     return message_head(status_line(status, reason), sent), used, keep_alive
 
 
-def error_body(message: str, type_: str = ErrorType.NO_MATCH) -> bytes:
-    """An OpenAI-shaped JSON error body: ``{"error": {"message": ..., "type": ...}}``."""
-    return json.dumps({"error": {"message": message, "type": str(type_)}}).encode()
+_OLLAMA_PATH = re.compile(r"(?:^|/)api/(?!v\d+(?:/|$))[^/]")
+"""Ollama's native API (``/api/chat``, ``/api/tags``...), not an OpenAI-style one under
+``/api/v1/`` (OpenRouter's ``/api/v1/chat/completions``)."""
+
+
+def error_api(path: str) -> str:
+    """Whose error shape a request to ``path`` expects: ``anthropic`` (``/v1/messages``
+    and below), ``ollama`` (``/api/...``), else ``openai`` (every OpenAI-style server,
+    llama.cpp's and TGI's included)."""
+    p = path.split("?", 1)[0]
+    if re.search(r"/v1/messages(?:/|$)", p):
+        return "anthropic"
+    if _OLLAMA_PATH.search(p):
+        return "ollama"
+    return "openai"
+
+
+def error_body(message: str, type_: str = ErrorType.NO_MATCH, *, path: str = "") -> bytes:
+    """A JSON error body in the shape the API of ``path`` uses (:func:`error_api`), with
+    ``message`` where its SDKs look for the text they show:
+
+    - OpenAI: ``{"error": {"message": ..., "type": ..., "param": null, "code": null}}``
+      (``openai.APIStatusError`` shows ``error.message``);
+    - Anthropic: ``{"type": "error", "error": {"type": ..., "message": ...}}``;
+    - Ollama: ``{"error": "..."}`` (``ollama.ResponseError`` shows the string).
+
+    No ``path`` (a request not read, a control endpoint) gives the OpenAI shape.
+    """
+    api = error_api(path)
+    body: dict[str, object]
+    if api == "anthropic":
+        body = {"type": "error", "error": {"type": str(type_), "message": message}}
+    elif api == "ollama":
+        body = {"error": message}
+    else:
+        body = {"error": {"message": message, "type": str(type_), "param": None, "code": None}}
+    return json.dumps(body).encode()

@@ -12,6 +12,7 @@ import click
 from ..cassette.reader import load_many
 from ..errors import OptionError
 from ..profiles import parse_profile
+from ..wire import ERROR_STATUSES, NO_MATCH_STATUS
 from ._common import warn
 
 if TYPE_CHECKING:
@@ -43,7 +44,14 @@ def _echo(line: str) -> None:
               help="Run as an HTTP(S) proxy (mitmproxy) that answers matching requests "
                    "from the cassettes.")
 @click.option("--passthrough/--refuse-unmatched", "passthrough", default=None,
-              help="With --proxy: send unmatched requests upstream (default) or answer 404.")
+              help="With --proxy: send unmatched requests upstream (default) or answer them "
+                   "with the no-match status.")
+@click.option("--no-match-status", default=NO_MATCH_STATUS, show_default=True, metavar="CODE",
+              type=click.IntRange(ERROR_STATUSES.start, ERROR_STATUSES.stop - 1),
+              help="Status of the answer to a request no recording answers (its body says "
+                   "why, in the error shape of the request's API, where SDKs show it). Not "
+                   "404, which SDKs report as a missing model, nor a 5xx, which SDKs and "
+                   "retry loops send again after a backoff; 404 is the old answer.")
 @click.option("--confdir", default=None, metavar="DIR",
               help="With --proxy: mitmproxy's folder (CA certificate), default ~/.mitmproxy.")
 @click.option("--max-body", default=None, type=click.IntRange(0), metavar="BYTES",
@@ -67,6 +75,7 @@ def serve(
     strict: bool,
     proxy: bool,
     passthrough: bool | None,
+    no_match_status: int,
     confdir: str | None,
     max_body: int | None,
     client_timeout: float | None,
@@ -101,7 +110,7 @@ def serve(
     n = sum(len(c) for c in cassettes)
     if proxy:
         _serve_proxy(tuple(str(f) for f in found.files), host, port, profile, ignore_fields,
-                     match_headers, strict, passthrough is not False, confdir, n)
+                     match_headers, strict, passthrough is not False, confdir, n, no_match_status)
         return
 
     # Late: the asyncio server is not needed by other commands.
@@ -118,6 +127,7 @@ def serve(
             reuse_port=worker is not None,
             journal=worker.journal if worker else None,
             numbers=worker.numbers if worker else None,
+            no_match_status=no_match_status,
         )
 
     def announce(url: str) -> None:
@@ -145,6 +155,7 @@ def serve(
 def _serve_proxy(
     paths: tuple[str, ...], host: str, port: int, profile: str, ignore_fields: tuple[str, ...],
     match_headers: tuple[str, ...], strict: bool, passthrough: bool, confdir: str | None, n: int,
+    no_match_status: int = NO_MATCH_STATUS,
 ) -> None:
     from ..mitm.proxy import run_proxy  # late: mitmproxy is heavy and only --proxy needs it
     from ..mitm.replay import ReplayAddon
@@ -164,7 +175,7 @@ def _serve_proxy(
         click.echo(
             f"streamtape: replay proxy on {where} for {n} interaction{'s' if n != 1 else ''} "
             f"(profile {profile}; unmatched requests "
-            f"{'go upstream' if passthrough else 'get 404'}); "
+            f"{'go upstream' if passthrough else f'get {no_match_status}'}); "
             f"HTTPS_PROXY=http://{first[0]}:{first[1]}, trust the mitmproxy CA; Ctrl-C to stop",
             err=True,
         )
@@ -176,6 +187,7 @@ def _serve_proxy(
         "streamtape_match_headers": list(match_headers),
         "streamtape_strict": "true" if strict else "false",
         "streamtape_unmatched": "passthrough" if passthrough else "refuse",
+        "streamtape_no_match_status": str(no_match_status),
     }
     if confdir:
         options["confdir"] = confdir

@@ -200,25 +200,14 @@ class IndexedMatcher(Matcher):
         found = [] if had is None else [had] if isinstance(had, int) else list(had)
         if self._wild:
             found = sorted(set(found).union(self._wild))
-        return [i for i in found if not self._cmp.diffs(self._recorded_key(i), key, first_only=True)]
+        return [i for i in found if not self._cmp.differs(self._recorded_key(i), key)]
 
     def _closest(self, key: RequestKey) -> Closest | None:
         """The nearest recording, reading every recorded request once (a miss is rare)."""
-        best: tuple[int, int, list[tuple[int, str]], RequestKey] | None = None
         chain = self.interactions
         requests: Iterable[Request] = (
             chain.requests() if isinstance(chain, CassetteChain) else (ix.request for ix in chain))
-        for i, r in enumerate(requests):
-            rk = RequestKey.of(r.method, r.url, r.headers, r.body)
-            ds = self._cmp.diffs(rk, key, first_only=False)
-            score = sum(w for w, _ in ds)
-            if best is None or score < best[0]:
-                best = (score, i, ds, rk)
-        if best is None:
-            return None
-        _, i, ds, rk = best
-        ds.sort(key=lambda d: -d[0])
-        return Closest(i, rk, tuple(msg for _, msg in ds))
+        return self._nearest(key, (RequestKey.of(r.method, r.url, r.headers, r.body) for r in requests))
 
 
 # --------------------------------------------------------------------------

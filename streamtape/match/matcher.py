@@ -27,10 +27,20 @@ A request nothing matches raises :class:`~streamtape.errors.NoMatchError`
 carrying the request as matching saw it (:class:`RequestKey`) and the closest
 recording with its differences (:class:`Closest`); its message says the same
 in one line.
+
+The closest recording is the one whose request differs least, by a weighted
+count of differences: a different method outweighs everything else, then a
+different path; below those each query parameter and each matched header that
+differs, is missing or is extra counts 2, and each JSON body field that differs,
+is missing or is extra counts 1 (a list of another length counts one per item
+more or fewer; a body that is not JSON, or not the same bytes, counts 1). Ties
+go to the earlier recording. So a request equal to recording #1 but for one
+field is named as #1, however many recordings before it share its path.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import deque
@@ -148,7 +158,20 @@ class Closest:
     """Its position in :attr:`Matcher.interactions`."""
     request: RequestKey
     differences: tuple[str, ...]
-    """One line each, most important first (method, path, query, headers, body)."""
+    """Every difference, one line each, most important first (method, path, query,
+    headers, then the body's fields in key order)."""
+    cassette: str | None = None
+    """The file name of the cassette it came from, when the matcher knows (``sources``)."""
+    position: int | None = None
+    """Its position in that cassette (None when the cassette is not known)."""
+
+    @property
+    def where(self) -> str:
+        """``session.tape#1`` (the cassette and the position in it), or ``#1`` (the
+        position in :attr:`Matcher.interactions`) when the cassette is not known."""
+        if self.cassette is None or self.position is None:
+            return f"#{self.index}"
+        return f"{self.cassette}#{self.position}"
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -208,42 +231,74 @@ class JsonComparison:
         and both values through ``short``: ``lacks X (recorded ...)``, ``has X=...,
         not in the recording``, ``X has N items, recorded M``, ``X is ..., recorded ...``.
         """
-        return self._difference(rec, got, "", "", whole, short)
+        return next((line for _, line in self.differences(rec, got, whole=whole, short=short)), None)
 
-    def _difference(
+    def differences(
+        self, rec: Any, got: Any, *, whole: str, short: Callable[[Any], str] = shorten
+    ) -> Iterator[tuple[int, str]]:
+        """Every difference of ``got`` from ``rec``, in order (object keys sorted), as
+        ``(fields, line)``: the line as :meth:`first_difference` words it, ``fields``
+        how many fields it stands for (1, or for a list of another length the items
+        more or fewer). Lazy: a caller that has seen enough stops asking."""
+        return self._differences(rec, got, "", "", whole, short)
+
+    def _differences(
         self, rec: Any, got: Any, shown: str, keypath: str, whole: str, short: Callable[[Any], str]
-    ) -> str | None:
-        """``shown`` has list indexes, ``keypath`` not."""
+    ) -> Iterator[tuple[int, str]]:
+        """``shown`` has list indexes, ``keypath`` not. Two scalars side by side are
+        compared in place, not in a generator of their own: they are most of a body,
+        and a miss compares the request with every recording."""
         if isinstance(rec, str) and rec == REDACTED:
-            return None
+            return
         where = shown or whole
         if isinstance(rec, dict) and isinstance(got, dict):
             for k in sorted(set(rec) | set(got), key=str):
                 kp = f"{keypath}.{k}" if keypath else str(k)
-                sp = f"{shown}.{k}" if shown else str(k)
                 if self._ignored(k, kp):
                     continue
                 if k not in got:
-                    if rec[k] == REDACTED:
-                        continue
-                    return f"lacks {sp} (recorded {short(rec[k])})"
-                if k not in rec:
-                    return f"has {sp}={short(got[k])}, not in the recording"
-                d = self._difference(rec[k], got[k], sp, kp, whole, short)
-                if d:
-                    return d
-            return None
+                    if rec[k] != REDACTED:
+                        yield 1, f"lacks {_place(shown, k)} (recorded {short(rec[k])})"
+                elif k not in rec:
+                    yield 1, f"has {_place(shown, k)}={short(got[k])}, not in the recording"
+                else:
+                    a, b = rec[k], got[k]
+                    if not (_scalar(a) and _scalar(b)):
+                        yield from self._differences(a, b, _place(shown, k), kp, whole, short)
+                    elif not (isinstance(a, str) and a == REDACTED) and not _same_scalar(a, b):
+                        yield 1, f"{_place(shown, k)} is {short(b)}, recorded {short(a)}"
+            return
         if isinstance(rec, list) and isinstance(got, list):
             for i, (a, b) in enumerate(zip(rec, got, strict=False)):
-                d = self._difference(a, b, f"{shown}[{i}]", keypath, whole, short)
-                if d:
-                    return d
+                if _scalar(a) and _scalar(b):
+                    if not (isinstance(a, str) and a == REDACTED) and not _same_scalar(a, b):
+                        yield 1, f"{shown}[{i}] is {short(b)}, recorded {short(a)}"
+                else:
+                    yield from self._differences(a, b, f"{shown}[{i}]", keypath, whole, short)
             if len(rec) != len(got):
-                return f"{where} has {len(got)} items, recorded {len(rec)}"
-            return None
-        if isinstance(rec, dict | list) or isinstance(got, dict | list) or not _same_scalar(rec, got):
-            return f"{where} is {short(got)}, recorded {short(rec)}"
-        return None
+                yield abs(len(got) - len(rec)), f"{where} has {len(got)} items, recorded {len(rec)}"
+            return
+        if not (_scalar(rec) and _scalar(got)) or not _same_scalar(rec, got):
+            yield 1, f"{where} is {short(got)}, recorded {short(rec)}"
+
+
+def _scalar(v: Any) -> bool:
+    return not isinstance(v, dict | list)
+
+
+def _place(shown: str, key: Any) -> str:
+    return f"{shown}.{key}" if shown else str(key)
+
+
+_FIELD = 1
+"""The weight of one JSON body field that differs, is missing or is extra (and of a
+body that differs as a whole: not JSON, or other bytes)."""
+_PARAMETER = 2
+"""The weight of one query parameter or matched header that differs, is missing or is extra."""
+_PATH = 1 << 64
+"""A different path outweighs any count of field, parameter and header differences."""
+_METHOD = 1 << 65
+"""A different method outweighs a different path and everything below it."""
 
 
 class _Compare:
@@ -257,49 +312,55 @@ class _Compare:
         """JSON data without the ignored fields (for a quick equality test)."""
         return self.json.strip(node)
 
-    def diffs(self, rec: RequestKey, got: RequestKey, first_only: bool) -> list[tuple[int, str]]:
-        """The named checks in order, as vcrpy composes its matchers; ``first_only`` stops at
-        the first check that finds a difference (enough to rule a recording out)."""
-        out: list[tuple[int, str]] = []
-        for check in (self.method, self.path, self.query, self.headers, self.body):
-            out.extend(check(rec, got))
-            if out and first_only:
-                break
-        return out
+    def differences(
+        self, rec: RequestKey, got: RequestKey, short: Callable[[Any], str] = shorten
+    ) -> Iterator[tuple[int, str]]:
+        """Every difference as ``(weight, line)``, the named checks in order, as vcrpy
+        composes its matchers (method, path, query, headers, body). Lazy: ruling a
+        recording out, or out of the running for closest, stops at what suffices.
+        ``short`` words the body's values (:func:`_unworded` when only weights count)."""
+        yield from self.method(rec, got)
+        yield from self.path(rec, got)
+        yield from self.query(rec, got)
+        yield from self.headers(rec, got)
+        yield from self.body(rec, got, short)
 
-    # Each check returns (weight, message) pairs, most important first; none is a match.
+    def differs(self, rec: RequestKey, got: RequestKey) -> bool:
+        """Whether ``rec`` does not answer ``got`` (stops at the first difference)."""
+        return next(self.differences(rec, got), None) is not None
+
+    # Each check yields (weight, message) pairs, most important first; none is a match.
     @staticmethod
-    def method(rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
-        return [] if rec.method == got.method else [(1000, f"method {got.method}, recorded {rec.method}")]
+    def method(rec: RequestKey, got: RequestKey) -> Iterator[tuple[int, str]]:
+        if rec.method != got.method:
+            yield _METHOD, f"method {got.method}, recorded {rec.method}"
 
     @staticmethod
-    def path(rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
-        return [] if rec.path == got.path else [(500, f"path {got.path}, recorded {rec.path}")]
+    def path(rec: RequestKey, got: RequestKey) -> Iterator[tuple[int, str]]:
+        if rec.path != got.path:
+            yield _PATH, f"path {got.path}, recorded {rec.path}"
 
-    def query(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
+    def query(self, rec: RequestKey, got: RequestKey) -> Iterator[tuple[int, str]]:
         if rec.query == got.query:
-            return []
+            return
         rq: dict[str, list[str]] = {}
         gq: dict[str, list[str]] = {}
         for k, v in rec.query:
             rq.setdefault(k, []).append(v)
         for k, v in got.query:
             gq.setdefault(k, []).append(v)
-        out = []
         for k in sorted(set(rq) | set(gq)):
             rv, gv = rq.get(k), gq.get(k)
             if rv is not None and all(v == REDACTED for v in rv):
                 continue
             if rv is None:
-                out.append((20, f"query has {k}={shorten(gq[k][0])}, not in the recording"))
+                yield _PARAMETER, f"query has {k}={shorten(gq[k][0])}, not in the recording"
             elif gv is None:
-                out.append((20, f"query lacks {k} (recorded {k}={shorten(rv[0])})"))
+                yield _PARAMETER, f"query lacks {k} (recorded {k}={shorten(rv[0])})"
             elif sorted(rv) != sorted(gv):
-                out.append((20, f"query {k}={shorten(gv[0])}, recorded {k}={shorten(rv[0])}"))
-        return out
+                yield _PARAMETER, f"query {k}={shorten(gv[0])}, recorded {k}={shorten(rv[0])}"
 
-    def headers(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
-        out = []
+    def headers(self, rec: RequestKey, got: RequestKey) -> Iterator[tuple[int, str]]:
         for name in self.match_headers:
             rv = [v for k, v in rec.headers if k == name]
             gv = [v for k, v in got.headers if k == name]
@@ -308,21 +369,22 @@ class _Compare:
             if rv != gv:
                 r = shorten(rv[0]) if rv else "(absent)"
                 g = shorten(gv[0]) if gv else "(absent)"
-                out.append((20, f"header {name} is {g}, recorded {r}"))
-        return out
+                yield _PARAMETER, f"header {name} is {g}, recorded {r}"
 
-    def body(self, rec: RequestKey, got: RequestKey) -> list[tuple[int, str]]:
+    def body(self, rec: RequestKey, got: RequestKey,
+             short: Callable[[Any], str] = shorten) -> Iterator[tuple[int, str]]:
         rj, gj = rec.json, got.json
         if rj is not NOT_JSON and gj is not NOT_JSON:
-            d = self.json.first_difference(rj, gj, whole="(the whole body)")
-            return [(10, f"body {d}")] if d else []
-        if rec.body == got.body:
-            return []
-        if rj is not NOT_JSON:
-            return [(10, f"body is not JSON ({shorten(got.body)}), recorded JSON")]
-        if gj is not NOT_JSON:
-            return [(10, f"body is JSON, recorded {shorten(rec.body)}")]
-        return [(10, f"body {byte_difference(rec.body, got.body, 20)}")]
+            for n, d in self.json.differences(rj, gj, whole="(the whole body)", short=short):
+                yield n * _FIELD, f"body {d}"
+        elif rec.body == got.body:
+            return
+        elif rj is not NOT_JSON:
+            yield _FIELD, f"body is not JSON ({shorten(got.body)}), recorded JSON"
+        elif gj is not NOT_JSON:
+            yield _FIELD, f"body is JSON, recorded {shorten(rec.body)}"
+        else:
+            yield _FIELD, f"body {byte_difference(rec.body, got.body, 20)}"
 
 
 class RequestJournal(Protocol):
@@ -343,6 +405,11 @@ class Matcher:
     ``match`` returns the interaction; :meth:`match_indexed` also returns its
     index in ``interactions``. :attr:`received` lists the requests seen (the
     latest ``keep_received``, so a long-running server does not grow).
+    ``sources`` names the cassette file each interaction came from (None where
+    not known, as :func:`~streamtape.match.indexed.interactions_of` gives them):
+    a :class:`~streamtape.errors.NoMatchError`'s closest recording then carries
+    its cassette, and when interactions of several cassettes are served the
+    message names it (``closest is session.tape#1 POST ...``).
     """
 
     def __init__(
@@ -354,8 +421,11 @@ class Matcher:
         strict: bool = False,
         keep_received: int = 10_000,
         journal: RequestJournal | None = None,
+        sources: Sequence[str | None] | None = None,
     ) -> None:
         self.interactions: Sequence[Interaction] = list(interactions)
+        self.sources: Sequence[str | None] | None = sources
+        """The cassette file of each interaction (None: not known); see the class docstring."""
         self.strict = strict
         self.ignore_fields = tuple(ignore_fields)
         self.match_headers = tuple(match_headers)
@@ -412,7 +482,7 @@ class Matcher:
             try:
                 if not candidates:
                     closest = self._closest(key)
-                    entry["error"] = msg = _no_match_message(key, closest)
+                    entry["error"] = msg = _no_match_message(key, closest, self._several_sources())
                     raise NoMatchError(msg, request=key, closest=closest)
                 fresh = [i for i in candidates if self._used[i] == 0]
                 if fresh:
@@ -462,7 +532,7 @@ class Matcher:
                 continue
             if quick is not None and got is not NOT_JSON and quick != got:
                 continue
-            if not self._cmp.diffs(rk, key, first_only=True):
+            if not self._cmp.differs(rk, key):
                 candidates.append(i)
         return candidates
 
@@ -478,27 +548,67 @@ class Matcher:
         }
 
     def _closest(self, key: RequestKey) -> Closest | None:
-        """The recording with the lightest differences from ``key`` (None: no recordings)."""
-        best: tuple[int, int, list[tuple[int, str]]] | None = None
-        for i, rk in enumerate(self._keys):
-            ds = self._cmp.diffs(rk, key, first_only=False)
-            score = sum(w for w, _ in ds)
-            if best is None or score < best[0]:
-                best = (score, i, ds)
+        """The recording whose request differs least from ``key`` (None: no recordings)."""
+        return self._nearest(key, self._keys)
+
+    def _nearest(self, key: RequestKey, recorded: Iterable[RequestKey]) -> Closest | None:
+        """The least different of ``recorded`` (the requests of :attr:`interactions`, in
+        order), by the weighted count of the module docstring; ties go to the earlier.
+
+        A recording's differences are counted only until they reach the best so far
+        (they come lazily, heaviest checks first), and put into words for the winner
+        alone: a miss over a day of recordings costs a walk, not a report on each."""
+        best: tuple[int, int, RequestKey] | None = None
+        for i, rk in enumerate(recorded):
+            score = 0
+            for weight, _ in self._cmp.differences(rk, key, _unworded):
+                score += weight
+                if best is not None and score >= best[0]:
+                    break
+            else:
+                if best is None or score < best[0]:
+                    best = (score, i, rk)
         if best is None:
             return None
-        _, i, ds = best
-        ds.sort(key=lambda d: -d[0])
-        return Closest(i, self._keys[i], tuple(msg for _, msg in ds))
+        _, i, rk = best
+        cassette, position = self._source_of(i)
+        differences = tuple(line for _, line in self._cmp.differences(rk, key))
+        return Closest(i, rk, differences, cassette, position)
+
+    def _source_of(self, index: int) -> tuple[str | None, int | None]:
+        """The cassette of interaction ``index`` and its position there, when known."""
+        names = self.sources
+        if names is None or index >= len(names) or names[index] is None:
+            return None, None
+        name = names[index]
+        return name, sum(1 for n in itertools.islice(names, index) if n == name)
+
+    def _several_sources(self) -> bool:
+        """Whether the interactions come from more than one cassette (or loose ones and a cassette)."""
+        names = self.sources
+        return names is not None and len(set(names)) > 1
 
 
-def _no_match_message(key: RequestKey, closest: Closest | None) -> str:
+def _unworded(value: Any) -> str:
+    """A ``short`` that words nothing: ranking needs only the weights."""
+    return ""
+
+
+_SHOWN = 3
+"""How many of the closest recording's differences a no-match message words."""
+
+
+def _no_match_message(key: RequestKey, closest: Closest | None, name_cassette: bool) -> str:
+    """One line: the request, the closest recording (``#1``, or ``session.tape#1`` when
+    ``name_cassette``), its first :data:`_SHOWN` differences and how many more."""
     what = f"{key.method} {key.target}"
     if closest is None:
         return f"no recorded interaction matches {what}: the cassette is empty"
     rk, ds = closest.request, closest.differences
-    more = f" (and {len(ds) - 1} more difference{'s' if len(ds) > 2 else ''})" if len(ds) > 1 else ""
+    rest = len(ds) - _SHOWN
+    more = f" (and {rest} more difference{'s' if rest > 1 else ''})" if rest > 0 else ""
+    where = closest.where if name_cassette else f"#{closest.index}"
     return (
-        f"no recorded interaction matches {what}; closest is #{closest.index} "
-        f"{rk.method} {rk.target}: {ds[0]}{more}"
+        f"no recorded interaction matches {what}; closest is {where} "
+        f"{rk.method} {rk.target}: {'; '.join(ds[:_SHOWN])}{more}"
     )

@@ -21,8 +21,10 @@ requests itself, so a piece costs mitmproxy a read and a write instead of a
 trip through its HTTP layer.
 
 Unmatched requests go upstream untouched (``streamtape_unmatched=passthrough``,
-the default) or get a 404 with an OpenAI-shaped error naming the closest
-recorded request (``refuse``).
+the default) or get an error naming the closest recorded request (``refuse``):
+status ``streamtape_no_match_status`` (422 by default, see
+:data:`~streamtape.wire.NO_MATCH_STATUS`), the explanation in the error shape
+of the request's API (:func:`~streamtape.wire.error_body`).
 
 Faults cross the proxy as well as a proxy lets them: a cut reaches the client
 as a body that ends without its terminating chunk; a reset is seen by
@@ -51,7 +53,7 @@ from ..match.matcher import Matcher
 from ..profiles import Profile, parse_profile
 from ..serve import ReplayServer
 from ..serve.request import HTTPRequest
-from ..wire import error_body
+from ..wire import ERROR_HEADERS, ERROR_STATUSES, NO_MATCH_STATUS, error_body
 from .direct import DirectRoutes, pass_on, recorded_hosts
 from .options import FailLoudly, OptStr, parse_bool, split_values
 
@@ -64,7 +66,7 @@ class Unmatched(StrEnum):
     PASSTHROUGH = "passthrough"
     """Send it upstream untouched."""
     REFUSE = "refuse"
-    """Answer 404 with an error naming the closest recording."""
+    """Answer ``streamtape_no_match_status`` with an error naming the closest recording."""
 
 
 UNMATCHED: tuple[Unmatched, ...] = tuple(Unmatched)
@@ -100,6 +102,7 @@ class ReplayAddon(FailLoudly):
         self.matcher: Matcher | None = None
         self.profile: Profile = parse_profile("faithful")
         self.unmatched = Unmatched.PASSTHROUGH
+        self.no_match_status = NO_MATCH_STATUS
         self._names: list[str | None] = []
         self._token = secrets.token_hex(8)
         self._config_key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bool] | None = None
@@ -139,7 +142,12 @@ class ReplayAddon(FailLoudly):
         loader.add_option(
             "streamtape_unmatched", str, "passthrough",
             "What to do with a request no recording answers: passthrough (send it upstream) "
-            "or refuse (404 naming the closest recording).",
+            "or refuse (an error naming the closest recording).",
+        )
+        loader.add_option(
+            "streamtape_no_match_status", OptStr, str(NO_MATCH_STATUS),
+            "With refuse: the status of the error (400 to 599; not 404, which SDKs report as "
+            "a missing model, nor a 5xx, which they retry).",
         )
 
     def configure(self, updated: set[str]) -> None:
@@ -161,6 +169,11 @@ class ReplayAddon(FailLoudly):
                 f"streamtape_unmatched: expected passthrough or refuse, got {o.streamtape_unmatched!r}"
             ) from None
         strict = parse_bool("streamtape_strict", o.streamtape_strict)
+        status = (o.streamtape_no_match_status or "").strip()
+        if not status.isdigit() or int(status) not in ERROR_STATUSES:
+            raise OptionError(f"streamtape_no_match_status: expected an error status, "
+                              f"{ERROR_STATUSES.start} to {ERROR_STATUSES.stop - 1}, "
+                              f"got {o.streamtape_no_match_status!r}")
         try:
             profile = parse_profile(o.streamtape_profile)
         except StreamtapeError as e:
@@ -184,6 +197,7 @@ class ReplayAddon(FailLoudly):
                 ignore_fields=split_values(o.streamtape_ignore_fields),
                 match_headers=split_values(o.streamtape_match_headers),
                 strict=strict,
+                sources=names,
             )
             self._names = names
             self._hosts = None
@@ -192,8 +206,10 @@ class ReplayAddon(FailLoudly):
                 self.server.replace_matcher(self.matcher, self._names)
         self.profile = profile
         self.unmatched = unmatched
+        self.no_match_status = int(status)
         if self.server is not None:
             self.server.profile = profile
+            self.server.no_match_status = self.no_match_status
 
     async def running(self) -> None:
         self.check_deferred()
@@ -215,6 +231,7 @@ class ReplayAddon(FailLoudly):
             direct_token=self._token,
             sources=self._names,
             pass_on=self._pass_on,
+            no_match_status=self.no_match_status,
         )
         await server.start()
         self.server = server  # only now: its port is bound
@@ -282,11 +299,12 @@ class ReplayAddon(FailLoudly):
             )
         except NoMatchError as e:
             if self.unmatched is Unmatched.REFUSE:
+                status = self.no_match_status
                 flow.response = http.Response.make(
-                    404, error_body(str(e)), {"Content-Type": "application/json"}
+                    status, error_body(str(e), path=r.path), dict(ERROR_HEADERS)
                 )
                 self._counts["refused"] += 1
-                self._line(f"{r.method} {r.pretty_url} refused (404): {e}")
+                self._line(f"{r.method} {r.pretty_url} refused ({status}): {e}")
             else:
                 self._counts["passthrough"] += 1
                 self._line(f"{r.method} {r.pretty_url} passed upstream: {e}")

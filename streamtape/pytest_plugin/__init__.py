@@ -61,7 +61,7 @@ Marker
 ------
 ``@pytest.mark.streamtape(cassette=..., record_mode=..., upstream=...,
 profile=... | profiles=..., realtime=True, ignore_fields=..., match_headers=...,
-strict=False, seed=None, no_match="404")`` on a test, class or module (the
+strict=False, seed=None, no_match=422)`` on a test, class or module (the
 nearest wins, argument by argument).
 
 - ``profile``: one profile (``"faithful"``, ``"instant"``,
@@ -239,7 +239,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """A request no recording answered fails the test with streamtape's message, even
-    when the code under test swallowed the 404 or failed on it in its own words."""
+    when the code under test swallowed the no-match error or failed on it in its own words."""
     try:
         result = yield
     except (Exception, pytest.fail.Exception) as e:

@@ -24,6 +24,7 @@ from ..cassette.model import Interaction
 from ..cassette.reader import Cassette, load, load_many
 from ..errors import CassetteError, StreamtapeError
 from ..match.matcher import Matcher
+from ..wire import NO_MATCH_STATUS
 from .recorder import (
     AsyncForwardingTransport,
     ForwardingTransport,
@@ -192,7 +193,9 @@ class Streamtape:
 
             name = self.path.name
             matcher = self._shared_matcher()
-            server = ReplayServer(matcher, profile=self.profile, sources=[name] * len(matcher.interactions))
+            status = self.settings.no_match  # "raise" cannot reach the client: it gets the default
+            server = ReplayServer(matcher, profile=self.profile, sources=[name] * len(matcher.interactions),
+                                  no_match_status=status if isinstance(status, int) else NO_MATCH_STATUS)
             server.__enter__()
             self._server = server
         return self._server.url

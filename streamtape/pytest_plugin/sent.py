@@ -19,7 +19,7 @@ class Answer(StrEnum):
 
     REPLAYED = "replayed"  # a recorded interaction of the cassette
     RECORDED = "recorded"  # the upstream, through the recorder
-    UNMATCHED = "unmatched"  # nobody: no recording matched (the client got a 404)
+    UNMATCHED = "unmatched"  # nobody: no recording matched (the client got the no-match error)
 
 
 @dataclass(frozen=True)

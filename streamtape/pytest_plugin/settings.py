@@ -16,13 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 import pytest
 
 from ..errors import OptionError, StreamtapeError
 from ..profiles import ADVERSARIAL, parse_profile
+from ..wire import NO_MATCH_STATUS
+
+if TYPE_CHECKING:
+    from ..transport.replayer import NoMatchMode
 
 MARKER = "streamtape"
 ENV_RECORD_MODE = "STREAMTAPE_RECORD_MODE"
@@ -233,7 +237,7 @@ class TestSettings:
     match_headers: tuple[str, ...]
     strict: bool
     seed: int | None
-    no_match: str
+    no_match: NoMatchMode
 
     @property
     def cassette(self) -> Path:
@@ -310,9 +314,10 @@ def resolve(
     else:
         profiles, matrix_source = [MatrixProfile("faithful", "faithful")], ""
 
-    no_match = str(kwargs.get("no_match", "404"))
-    if no_match not in ("404", "raise"):
-        raise OptionError(f"no_match={kwargs['no_match']!r}: expected '404' or 'raise'")
+    from ..transport.replayer import no_match_status  # late: the transports are not needed yet
+
+    status = no_match_status(kwargs.get("no_match", NO_MATCH_STATUS))  # OptionError: not one
+    no_match: NoMatchMode = "raise" if status is None else status
     seed = kwargs.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise OptionError(f"seed={seed!r}: expected a whole number")

@@ -43,6 +43,9 @@ from ..profiles import FaultKind, Profile, Schedule, StepKind, parse_profile
 from ..profiles.websocket import schedule_session
 from ..wire import (
     DIRECT_HEADER,
+    ERROR_HEADERS,
+    ERROR_STATUSES,
+    NO_MATCH_STATUS,
     PROFILE_HEADER,
     ErrorType,
     Framing,
@@ -158,23 +161,28 @@ def _as_profile(p: Profile | str) -> Profile:
     return parse_profile(p) if isinstance(p, str) else p
 
 
-def _simple_response(status: int, body: bytes, *, keep_alive: bool = True) -> bytes:
+def _simple_response(status: int, body: bytes, *, keep_alive: bool = True,
+                     headers: Sequence[tuple[str, str]] = (("Content-Type", "application/json"),),
+                     ) -> bytes:
     """A whole JSON response (head and body) the server answers by itself."""
     head, _, _ = response_head(
-        status, "", [("Content-Type", "application/json")], Framing.CONTENT_LENGTH,
+        status, "", list(headers), Framing.CONTENT_LENGTH,
         content_length=len(body), keep_alive=keep_alive,
     )
     return head + body
 
 
-def _error_response(status: int, message: str, type_: ErrorType, *, keep_alive: bool) -> bytes:
-    return _simple_response(status, error_body(message, type_), keep_alive=keep_alive)
+def _error_response(status: int, message: str, type_: ErrorType, *, keep_alive: bool,
+                    path: str = "") -> bytes:
+    """An error the server invents, in the error shape of the API ``path`` belongs to."""
+    return _simple_response(status, error_body(message, type_, path=path), keep_alive=keep_alive,
+                            headers=ERROR_HEADERS)
 
 
 PassOn = Callable[[HTTPRequest, asyncio.StreamWriter], Awaitable[bool | None]]
-"""Answers a request no recording answers, in place of the server's 404 (the proxy passes
-it on upstream): returns whether the connection may be kept, or None to leave the request
-to the 404."""
+"""Answers a request no recording answers, in place of the server's no-match answer (the
+proxy passes it on upstream): returns whether the connection may be kept, or None to leave
+the request to the no-match answer."""
 
 
 class ReplayServer:
@@ -186,7 +194,13 @@ class ReplayServer:
     ``match_headers`` and ``strict``. ``profile`` is a profile text or a
     :class:`~streamtape.profiles.Profile`. ``log`` receives one line per request.
     ``sources`` names the cassette of each of the matcher's interactions (for
-    the log line) when ``source`` is a Matcher.
+    the log line, and for the no-match message if the matcher has no ``sources``
+    of its own) when ``source`` is a Matcher.
+
+    A request no recording answers gets ``no_match_status``
+    (:data:`~streamtape.wire.NO_MATCH_STATUS`, 422: why not a 404 is said there)
+    with the explanation in the error shape of the API its path belongs to
+    (:func:`~streamtape.wire.error_body`); the log line says ``outcome=no_match``.
 
     Async use: ``await server.start()``, ``server.url``, ``await server.close()``
     (or ``async with``). From synchronous code (tests), ``with server:`` runs it
@@ -212,10 +226,13 @@ class ReplayServer:
         journal: RequestJournal | None = None,
         numbers: Callable[[], int] | None = None,
         pass_on: PassOn | None = None,
+        no_match_status: int = NO_MATCH_STATUS,
     ) -> None:
         if isinstance(source, Matcher):
             self.matcher = source
             names: list[str | None] = list(sources or [None] * len(source.interactions))
+            if sources and source.sources is None:
+                source.sources = names
         else:
             interactions, names = _collect(source)
             self.matcher = matcher_for(  # a large cassette file stays on disk (IndexedMatcher)
@@ -224,8 +241,14 @@ class ReplayServer:
                 match_headers=tuple(match_headers),
                 strict=strict,
                 journal=journal,
+                sources=names,
             )
         self._set_where(names)
+        if no_match_status not in ERROR_STATUSES:
+            raise OptionError(f"no_match_status={no_match_status!r}: expected an error status, "
+                              f"{ERROR_STATUSES.start} to {ERROR_STATUSES.stop - 1}")
+        self.no_match_status = no_match_status
+        """The status a request no recording answers gets."""
         self.profile = _as_profile(profile)
         self.direct_token = direct_token
         self.max_body = max_body
@@ -238,7 +261,7 @@ class ReplayServer:
         """Listen with ``SO_REUSEPORT``: several processes accept on one port (``serve --workers``)."""
         self._numbers = numbers
         self.pass_on = pass_on
-        """Where a request no recording answers goes instead of the 404 (the proxy's)."""
+        """Where a request no recording answers goes instead of the no-match answer (the proxy's)."""
         self.log = log or _log.info
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
@@ -265,6 +288,8 @@ class ReplayServer:
     def replace_matcher(self, matcher: Matcher, sources: Sequence[str | None] | None = None) -> None:
         """Serve from another matcher from the next request on."""
         self.matcher = matcher
+        if sources and matcher.sources is None:
+            matcher.sources = list(sources)
         self._set_where(list(sources or [None] * len(matcher.interactions)))
 
     @property
@@ -458,7 +483,8 @@ class ReplayServer:
                 served.interaction if served else None, served.source if served else None,
                 served.profile if served else None, outcome, detail=str(error),
             ))
-            writer.write(_error_response(status, str(error), type_, keep_alive=keep_alive))
+            writer.write(_error_response(status, str(error), type_, keep_alive=keep_alive,
+                                         path=req.target))
             return keep_alive
 
         try:
@@ -475,7 +501,7 @@ class ReplayServer:
                 )
         except NoMatchError as e:
             self.stats.no_match += 1
-            return refuse(404, ServeOutcome.NO_MATCH, e, ErrorType.NO_MATCH)
+            return refuse(self.no_match_status, ServeOutcome.NO_MATCH, e, ErrorType.NO_MATCH)
         n, source = self._where[index] if index < len(self._where) else (index, None)
         served = _Served(n, source, profile.text)
         self.stats.served += 1

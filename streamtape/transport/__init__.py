@@ -52,8 +52,9 @@ thin driver plays the schedule:
 
 A request with the header ``X-Streamtape-Profile`` is played under that
 profile instead. As from the replay server, a request that matches nothing
-gets a 404 with an OpenAI-shaped error body naming the closest recorded
-request, and a profile that cannot apply gets a 400; ``no_match="raise"``
+gets an error naming the closest recorded request (status 422, or the
+``no_match=`` status; the body in the error shape of the request's API),
+and a profile that cannot apply gets a 400; ``no_match="raise"``
 raises :class:`~streamtape.errors.NoMatchError` / ``ProfileError`` instead
 (an SDK usually wraps a transport exception as a connection error, which is
 why the response is the default).

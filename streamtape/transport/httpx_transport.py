@@ -313,7 +313,7 @@ class ReplayTransport(ReplayDriver, _ClientTransport):
 
     ``ReplayTransport(cassette, profile="faithful", *, realtime=True,
     ignore_fields=(), match_headers=(), strict=False, seed=None,
-    no_match="404", package=None)``. ``package`` forces ``"httpx"`` or
+    no_match=422, package=None)``. ``package`` forces ``"httpx"`` or
     ``"httpx2"``; by default it follows the class of each request, so one
     transport serves both kinds of client::
 

@@ -20,13 +20,24 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, TypedDict, Unpack
+from urllib.parse import urlsplit
 
 from ..cassette.model import Interaction
 from ..cassette.reader import Cassette, load, load_many
 from ..errors import NoMatchError, OptionError, ProfileError, SessionError
 from ..match.matcher import Matcher
 from ..profiles import Profile, Schedule, Step, StepKind, Steps, parse_profile
-from ..wire import PROFILE_HEADER, ErrorType, Framing, error_body, header_value, reason_phrase
+from ..wire import (
+    ERROR_HEADERS,
+    ERROR_STATUSES,
+    NO_MATCH_STATUS,
+    PROFILE_HEADER,
+    ErrorType,
+    Framing,
+    error_body,
+    header_value,
+    reason_phrase,
+)
 
 __all__ = [
     "TIMEOUT",
@@ -39,6 +50,7 @@ __all__ = [
     "Replayer",
     "Timeline",
     "head_failure",
+    "no_match_status",
     "play_actions",
 ]
 
@@ -48,9 +60,23 @@ TIMEOUT: Final = "timeout"
 ActionKind = StepKind | Literal["timeout"]
 """``send`` (hand a piece to the client), ``end``, ``cut``, ``reset`` or ``timeout``."""
 
-NoMatchMode = Literal["404", "raise"]
-"""What a request that matches nothing (or a profile that cannot apply) gets:
-an error response, as from the replay server, or a raised library error."""
+NoMatchMode = int | Literal["raise", "404"]
+"""What a request that matches nothing (or a profile that cannot apply) gets: an error
+response, as from the replay server, its status the number given (by default
+:data:`~streamtape.wire.NO_MATCH_STATUS`, 422; a string of digits, such as the
+``"404"`` of old, is taken too), or ``"raise"``: a raised library error."""
+
+
+def no_match_status(mode: object, name: str = "no_match") -> int | None:
+    """The status of the no-match answer for ``mode`` (None: ``"raise"``), or
+    :class:`OptionError` naming ``name`` for anything but ``"raise"`` or an error status."""
+    if mode == "raise":
+        return None
+    status = int(mode) if isinstance(mode, str) and mode.strip().isdigit() else mode
+    if isinstance(status, bool) or not isinstance(status, int) or status not in ERROR_STATUSES:
+        raise OptionError(f"{name}={mode!r}: expected 'raise' or an error status "
+                          f"({ERROR_STATUSES.start} to {ERROR_STATUSES.stop - 1})")
+    return status
 
 CassetteSource = (
     Cassette | Interaction | str | os.PathLike[str] | Iterable[Interaction | Cassette | str | os.PathLike[str]]
@@ -212,13 +238,13 @@ class ReplayPlan:
         return Timeline.of(self.schedule)
 
 
-def _error_plan(status: int, message: str, type_: ErrorType) -> ReplayPlan:
-    """A JSON error response in OpenAI's shape, as the replay server sends."""
-    body = error_body(message, type_)
+def _error_plan(status: int, message: str, type_: ErrorType, url: str) -> ReplayPlan:
+    """A JSON error response in the error shape of the API of ``url``, as the replay server sends."""
+    body = error_body(message, type_, path=urlsplit(url).path)
     schedule = Schedule(
         status=status,
         reason=reason_phrase(status),
-        end_to_end=(("Content-Type", "application/json"),),
+        end_to_end=ERROR_HEADERS,
         framing=Framing.CONTENT_LENGTH,
         head_at_ns=0,
         steps=(Step(0, _SEND, body), Step(0, _END)),
@@ -270,10 +296,10 @@ class Replayer:
         match_headers: Sequence[str] = (),
         strict: bool = False,
         seed: int | None = None,
-        no_match: NoMatchMode = "404",
+        no_match: NoMatchMode = NO_MATCH_STATUS,
     ) -> None:
-        if no_match not in ("404", "raise"):
-            raise OptionError(f"no_match must be '404' or 'raise', not {no_match!r}")
+        self.no_match_status = no_match_status(no_match)
+        """The status of the no-match answer; None: ``no_match="raise"``."""
         self.interactions = _as_interactions(cassette)
         if isinstance(profile, str):
             self.profile: Profile = parse_profile(profile)
@@ -314,7 +340,8 @@ class Replayer:
     ) -> ReplayPlan:
         """Match a request and schedule its response.
 
-        As the replay server: no match is a 404 (``streamtape_no_match``), a bad
+        As the replay server: no match is an error of status ``no_match`` (422 by
+        default; ``streamtape_no_match``), a bad
         ``X-Streamtape-Profile`` or a profile that cannot apply to the matched
         recording is a 400 (``streamtape_bad_profile``); with ``no_match="raise"``
         they raise :class:`NoMatchError` / :class:`ProfileError` instead. A
@@ -333,15 +360,15 @@ class Replayer:
         except SessionError as e:
             if self.no_match == "raise":
                 raise
-            return _error_plan(426, str(e), ErrorType.BAD_REQUEST)
+            return _error_plan(426, str(e), ErrorType.BAD_REQUEST, url)
         except NoMatchError as e:
-            if self.no_match == "raise":
+            if self.no_match_status is None:
                 raise
-            return _error_plan(404, str(e), ErrorType.NO_MATCH)
+            return _error_plan(self.no_match_status, str(e), ErrorType.NO_MATCH, url)
         except ProfileError as e:
             if self.no_match == "raise":
                 raise
-            return _error_plan(400, str(e), ErrorType.BAD_PROFILE)
+            return _error_plan(400, str(e), ErrorType.BAD_PROFILE, url)
 
     def _plan(self, text: str, prof: Profile, index: int, ix: Interaction) -> ReplayPlan:
         """The plan for interaction ``index`` under ``prof``, scheduled once.

@@ -190,7 +190,7 @@ class ReplayAdapter(ReplayDriver, HTTPAdapter):
 
     ``ReplayAdapter(cassette, profile="faithful", *, realtime=True,
     ignore_fields=(), match_headers=(), strict=False, seed=None,
-    no_match="404")``, the options of :class:`ReplayTransport`; mount it
+    no_match=422)``, the options of :class:`ReplayTransport`; mount it
     on a Session::
 
         session.mount("http://", ReplayAdapter(cas))

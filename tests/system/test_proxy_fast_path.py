@@ -153,7 +153,7 @@ def test_an_unmatched_request_on_a_relayed_connection_gets_what_the_addon_decide
         assert [x.path for x in up.received] == ["/v1/models"]
         assert proxy.addon.stats["passthrough"] == 1
     else:
-        assert r.status_code == 404
+        assert r.status_code == 422
         assert "closest is #0 POST /v1/chat/completions" in r.json()["error"]["message"]
         assert up.received == []
         assert proxy.addon.stats["refused"] == 1
@@ -167,7 +167,7 @@ def test_an_unmatched_request_inside_a_relayed_tunnel_keeps_its_https_url(proxy:
         assert client.post("https://api.openai.com" + CHAT, json=CHAT_BODY, headers=INSTANT).text == TEXT
         r = client.get("https://api.openai.com/v1/models")
     # No network here: passed upstream, the request meets a name that does not resolve.
-    assert r.status_code == (502 if _passthrough(proxy) else 404)
+    assert r.status_code == (502 if _passthrough(proxy) else 422)
     assert proxy.counter.requests == ["https://api.openai.com/v1/models"]
 
 
@@ -176,7 +176,7 @@ def test_a_connection_whose_first_request_does_not_match_stays_on_the_http_layer
             httpx.Client(proxy=proxy.url) as client:
         first = client.get(up.url + "/v1/models")
         r = client.post(up.url + CHAT, json=CHAT_BODY, headers=INSTANT)
-    assert first.status_code == (200 if _passthrough(proxy) else 404)
+    assert first.status_code == (200 if _passthrough(proxy) else 422)
     assert (r.status_code, r.text) == (200, TEXT)  # replayed on the slow path
     assert proxy.counter.requests == [up.url + "/v1/models", up.url + CHAT]
 

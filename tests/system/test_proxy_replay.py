@@ -126,18 +126,18 @@ def test_unmatched_request_goes_upstream(proxy: tuple[str, object]) -> None:
     assert [x.path for x in up.received] == ["/v1/models"]
 
 
-def test_refuse_unmatched_answers_404_naming_the_closest(tape: Path, confdir: Path) -> None:
-    proc = _start_serve(tape, confdir, "--refuse-unmatched")
+def test_refuse_unmatched_answers_the_no_match_status_naming_the_closest(tape: Path, confdir: Path) -> None:
+    proc = _start_serve(tape, confdir, "--refuse-unmatched", "--no-match-status", "501")
     try:
         with ScriptedServer({"*": content_length(b"{}")}) as up, httpx.Client(proxy=proc.url) as client:
             r = client.post(up.url + "/v1/chat/completions", json={**CHAT_BODY, "model": "x"})
-            assert r.status_code == 404
+            assert r.status_code == 501 and r.headers["x-should-retry"] == "false"
             err = r.json()["error"]
             assert err["type"] == "streamtape_no_match" and "closest is #0" in err["message"]
             assert up.received == []
     finally:
         out, err_text = _stop(proc)
-    assert "refused (404)" in out
+    assert "refused (501)" in out
     assert "refused 1" in err_text
 
 
@@ -152,7 +152,7 @@ def test_mitmdump_script_replays_from_the_cassette(tape: Path, confdir: Path) ->
         r = raw_request(mitmdump.url, proxy=True, timeout=5)
         assert [d for _, d in r.chunks] == EVENTS
         with httpx.Client(proxy=mitmdump.url) as client:
-            assert client.get("http://llm.test/other").status_code == 404
+            assert client.get("http://llm.test/other").status_code == 422
     out = mitmdump.stdout + mitmdump.stderr
     assert "interaction 0 of chat.tape" in out
     assert "Traceback" not in out

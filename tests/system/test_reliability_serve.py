@@ -139,9 +139,9 @@ def test_a_body_over_the_limit_gets_a_413_before_it_is_read(server: ReplayServer
     answer = exchange(server.port, f"POST {PATH} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
                       + chunked)
     assert status_of(answer) == 413
-    # One at the limit is read (it matches no recording: a 404 that names the request).
+    # One at the limit is read (it matches no recording: a 422 that names the request).
     r = httpx.post(server.url + PATH, content=b"x" * (1 << 20), timeout=10)
-    assert r.status_code == 404
+    assert r.status_code == 422
     assert sum("413 outcome=bad_request" in x for x in lines) == 3
 
 
@@ -152,7 +152,7 @@ def test_the_cli_takes_16_mib_bodies_by_default_and_max_body_sets_another_limit(
     for args, limit in ([], 16 * 1024 * 1024), (["--max-body", "1000"], 1000):
         with serve_cli(str(tape), *args) as proc:
             assert httpx.post(proc.url + PATH, content=b"x" * (limit + 1), timeout=30).status_code == 413
-            assert httpx.post(proc.url + PATH, content=b"x" * limit, timeout=30).status_code == 404
+            assert httpx.post(proc.url + PATH, content=b"x" * limit, timeout=30).status_code == 422
             proc.stop(signal.SIGTERM)
 
 
@@ -229,7 +229,7 @@ def test_serving_a_folder_never_reads_a_file_outside_it(tmp_path: Path, lines: l
     # The CLI: warns about each entry it skips, serves only what is inside.
     with serve_cli(str(folder)) as proc:
         assert httpx.post(proc.url + "/inside", json={"stream": True}, timeout=10).status_code == 200
-        assert httpx.post(proc.url + "/secret", json={"stream": True}, timeout=10).status_code == 404
+        assert httpx.post(proc.url + "/secret", json={"stream": True}, timeout=10).status_code == 422
         proc.stop(signal.SIGTERM)
     head = proc.err_lines
     skipped = sorted(x for x in head if "skipped" in x)

@@ -253,12 +253,12 @@ def test_bad_profile_header_is_a_400_naming_the_bad_item(served: ReplayServer,
 # --------------------------------------------------------------------------- matching, control, log
 
 
-def test_no_match_is_an_openai_shaped_404_naming_the_closest_request(
+def test_no_match_is_an_openai_shaped_422_naming_the_closest_request(
     served: ReplayServer, lines: list[str]
 ) -> None:
     r = httpx.post(served.url + "/v1/chat/completions",
                    json={**CHAT_BODY, "model": "nonesuch"})
-    assert r.status_code == 404
+    assert r.status_code == 422
     err = r.json()["error"]
     assert err["type"] == "streamtape_no_match"
     assert "closest is #" in err["message"] and "nonesuch" in err["message"]
@@ -334,7 +334,7 @@ def test_folder_of_cassettes_ignore_field_and_strict(tmp_path: Path, lines: list
         assert client.post("/v1/chat/completions", json={**CHAT_BODY, "model": "b"}).status_code == 200
         # strict: the one recording of the first request is used up.
         again = client.post("/v1/chat/completions", json={**CHAT_BODY, "user": "x"})
-        assert again.status_code == 404 and "already used" in again.json()["error"]["message"]
+        assert again.status_code == 422 and "already used" in again.json()["error"]["message"]
     assert "interaction 0 of a.tape" in lines[0] and "interaction 0 of b.tape" in lines[1]
 
 

@@ -183,7 +183,7 @@ def test_journal_on_any_worker_lists_every_request_at_once(
         assert [json.loads(e["body"])["model"] for e in seen] == asked
         assert [e["matched"] for e in seen] == [MODELS.index(m) for m in asked]
     missing = httpx.post(url + "/v1/chat/completions", json={**CHAT_BODY, "model": "nope"})
-    assert missing.status_code == 404
+    assert missing.status_code == 422
     last = httpx.get(url + "/_streamtape/requests").json()[-1]
     assert last["matched"] is None and "no recorded interaction matches" in last["error"]
 

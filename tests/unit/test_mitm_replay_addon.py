@@ -161,7 +161,7 @@ async def test_streamtape_ignore_fields_lets_a_request_differing_only_there_matc
     async with replaying(tape, streamtape_unmatched="refuse") as rig:
         strict = chat_flow(body=other_model)
         await rig.addon.request(strict)
-        assert strict.response is not None and strict.response.status_code == 404
+        assert strict.response is not None and strict.response.status_code == 422
     async with replaying(tape, streamtape_unmatched="refuse", streamtape_ignore_fields=["model"]) as rig:
         lenient = chat_flow(body=other_model)
         await rig.addon.request(lenient)
@@ -174,7 +174,7 @@ async def test_streamtape_match_headers_makes_a_request_with_another_value_a_no_
         await rig.addon.request(same)
         await rig.addon.request(other)
     assert same.response is None and same.metadata["streamtape_replay"] == 0
-    assert other.response is not None and other.response.status_code == 404
+    assert other.response is not None and other.response.status_code == 422
 
 
 async def test_with_streamtape_strict_a_recording_answers_only_as_often_as_it_was_recorded(tape: Path) -> None:
@@ -183,27 +183,41 @@ async def test_with_streamtape_strict_a_recording_answers_only_as_often_as_it_wa
         await rig.addon.request(first)
         await rig.addon.request(second)
     assert first.metadata["streamtape_replay"] == 0
-    assert second.response is not None and second.response.status_code == 404
+    assert second.response is not None and second.response.status_code == 422
 
 
 # --------------------------------------------------------------------------
 # A request no recording answers
 
 
-async def test_with_refuse_an_unmatched_request_gets_a_404_naming_the_closest_recording(tape: Path) -> None:
+async def test_with_refuse_an_unmatched_request_gets_a_422_naming_the_closest_recording(tape: Path) -> None:
     async with replaying(tape, streamtape_unmatched="refuse") as rig:
         f = chat_flow(body=json.dumps({**CHAT_BODY, "model": "x"}).encode())
         await rig.addon.request(f)
         assert rig.addon.stats == {"replayed": 0, "passthrough": 0, "refused": 1}
     assert f.response is not None
-    assert f.response.status_code == 404
+    assert f.response.status_code == 422
     assert f.response.headers["Content-Type"] == "application/json"
     error = json.loads(f.response.content or b"")["error"]
     assert error["type"] == "streamtape_no_match"
     assert "closest is #0 POST /v1/chat/completions" in error["message"]
     assert "model" in error["message"]
     assert f.request.host == "api.openai.com"  # refused here, never sent anywhere
-    assert any("refused (404)" in line for line in rig.lines), rig.lines
+    assert any("refused (422)" in line for line in rig.lines), rig.lines
+
+
+async def test_streamtape_no_match_status_sets_the_refusal_status_and_the_replay_servers(tape: Path) -> None:
+    async with replaying(tape, streamtape_unmatched="refuse", streamtape_no_match_status="501") as rig:
+        f = chat_flow(url="http://llm.test/api/chat", body=CHAT)
+        await rig.addon.request(f)
+        assert rig.addon.server is not None and rig.addon.server.no_match_status == 501
+        rig.tctx.configure(rig.addon, streamtape_no_match_status="404")
+        assert rig.addon.server.no_match_status == 404
+    assert f.response is not None and f.response.status_code == 501
+    assert f.response.headers["X-Should-Retry"] == "false"  # the SDKs would retry a 5xx
+    error = json.loads(f.response.content or b"")["error"]  # Ollama's shape, for /api/chat
+    assert isinstance(error, str) and error.startswith("no recorded interaction matches POST /api/chat")
+    assert any("refused (501)" in line for line in rig.lines), rig.lines
 
 
 async def test_with_passthrough_an_unmatched_request_is_left_to_go_upstream(tape: Path) -> None:
@@ -311,8 +325,10 @@ async def test_a_proxy_connection_whose_first_request_is_not_all_in_is_decided_a
         ("streamtape_strict", "perhaps", "streamtape_strict: invalid value 'perhaps' (expected true or false)"),
         ("streamtape_profile", "chunk=sideways", "streamtape_profile:"),
         ("streamtape_cassette", ["/nonexistent/x.tape"], "streamtape_cassette:"),
+        ("streamtape_no_match_status", "200",
+         "streamtape_no_match_status: expected an error status, 400 to 599, got '200'"),
     ],
-    ids=["unmatched", "strict", "profile", "cassette"],
+    ids=["unmatched", "strict", "profile", "cassette", "no-match-status"],
 )
 async def test_a_bad_option_value_fails_loudly_and_stops_the_proxy(
     tape: Path, option: str, value: object, message: str
@@ -374,7 +390,7 @@ async def test_options_changed_at_runtime_apply_to_the_running_replay_server(tmp
         assert server.profile == streamtape.parse_profile("instant")
         f = chat_flow()  # the old cassette's request
         await rig.addon.request(f)
-        assert f.response is not None and f.response.status_code == 404
+        assert f.response is not None and f.response.status_code == 422
         g = chat_flow(body=json.dumps({**CHAT_BODY, "model": "other"}).encode())
         await rig.addon.request(g)
         assert g.metadata["streamtape_replay"] == 0

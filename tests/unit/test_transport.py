@@ -275,11 +275,11 @@ def test_a_bad_profile_is_one_clear_error() -> None:
         streamtape.ReplayTransport([sse_ix()], "chunk=nope")
 
 
-def test_an_unmatched_request_gets_an_openai_shaped_404_naming_the_closest_recording() -> None:
+def test_an_unmatched_request_gets_an_openai_shaped_422_naming_the_closest_recording() -> None:
     t = streamtape.ReplayTransport([sse_ix()], "instant")
     with httpx2.Client(transport=t) as c:
         r = c.post(URL, json={**BODY, "model": "other"})
-    assert r.status_code == 404
+    assert r.status_code == 422
     err = r.json()["error"]
     assert err["type"] == "streamtape_no_match"
     assert "model" in err["message"]
@@ -407,10 +407,10 @@ def test_adapter_slow_headers_past_the_timeout_is_read_timeout() -> None:
         s.post(URL, json=BODY, timeout=1)
 
 
-def test_adapter_no_match_is_a_404_with_the_closest_recording() -> None:
+def test_adapter_no_match_is_a_422_with_the_closest_recording() -> None:
     with session(sse_ix()) as s:
         r = s.post(URL, json={**BODY, "stream": False})
-    assert r.status_code == 404
+    assert r.status_code == 422
     assert r.json()["error"]["type"] == "streamtape_no_match"
 
 

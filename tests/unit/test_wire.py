@@ -159,7 +159,8 @@ def test_chunk_size_lines_ignore_extensions_and_reject_garbage() -> None:
         chunk_size(b"zz\r\n")
 
 
-def test_error_bodies_are_openai_shaped() -> None:
+def test_error_bodies_without_a_path_are_openai_shaped() -> None:
     doc = json.loads(error_body("no recording answers", ErrorType.BAD_PROFILE))
-    assert doc == {"error": {"message": "no recording answers", "type": "streamtape_bad_profile"}}
+    assert doc == {"error": {"message": "no recording answers", "type": "streamtape_bad_profile",
+                             "param": None, "code": None}}
     assert json.loads(error_body("x"))["error"]["type"] == "streamtape_no_match"
