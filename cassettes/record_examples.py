@@ -1,7 +1,10 @@
 """Re-record the example cassettes in this folder with ``streamtape record``.
 
-    .venv/bin/python cassettes/record_examples.py test-server
-    .venv/bin/python cassettes/record_examples.py llama URL   # a running ../shared/llama/serve.sh PORT slow
+    .venv/bin/python -m cassettes.record_examples test-server
+    .venv/bin/python -m cassettes.record_examples llama URL   # a running ../shared/llama/serve.sh PORT slow
+
+(run from the checkout, as the benchmarks are: ``cassettes`` is a package there
+so that this script imports ``tests.support`` with no ``sys.path`` edit).
 
 ``test-server.tape``: an OpenAI-style chat stream from the scripted test server
 in ``tests/support/servers.py`` (20 ms between events, a keep-alive comment, a
@@ -22,12 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from tests.support.builders import chat_chunk
+from tests.support.recording import recording
+from tests.support.servers import SSE_HEADERS, ScriptedServer
 
-from tests.support.builders import chat_chunk  # noqa: E402
-from tests.support.recording import recording  # noqa: E402
-from tests.support.servers import SSE_HEADERS, ScriptedServer  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def _event(obj: dict | str) -> bytes:

@@ -24,7 +24,7 @@ mitmproxy 11 (what Python 3.11 resolves) has already dropped the upstream
 connection when the ``error`` hook runs, after a reset and after a clean early
 close alike, so there the two cannot be told apart: a reset reaches the client
 as a close and is recorded as ``upstream_closed`` (a strict xfail in
-``tests/test_reliability_upstream.py`` pins it).
+``tests/system/test_reliability_upstream.py`` pins it).
 """
 
 from __future__ import annotations
