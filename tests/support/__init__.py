@@ -21,6 +21,8 @@ Real peers on 127.0.0.1:
 - :mod:`~tests.support.servers`: ``ScriptedServer`` (a socket server whose handlers write
   exactly the bytes they are told, when told) with handlers for real servers' quirks; a raw
   client that sees every chunk; TLS certificates.
+- :mod:`~tests.support.streams`: recordings a unit module and the system module beside it
+  both build (the transport tests' stream, ``play``'s chat answers, the index tests' cassettes).
 - :mod:`~tests.support.upstream_faults`: the faulty upstreams the recorder must pass on as they
   are (reset, stall, bad chunk, endless head), and what an httpx client sees of each.
 - :mod:`~tests.support.ws_upstream`: a WebSocket upstream speaking the OpenAI Realtime events,

@@ -13,30 +13,11 @@ from pathlib import Path
 import pytest
 
 import streamtape
-from streamtape import Interaction
-from streamtape.cassette.records import interaction_records
-from streamtape.cassette.writer import CassetteWriter
 from streamtape.match.indexed import IndexedMatcher
 from streamtape.serve import ReplayServer
 from tests.support import ROOT
-from tests.support.builders import interaction, sse
 from tests.support.processes import STREAMTAPE, start
-
-
-def numbered(k: int, pieces: int = 5) -> Interaction:
-    """A chat recording whose request asks question ``k`` and whose answer names it."""
-    return interaction(
-        [sse({"k": k, "i": i}) for i in range(pieces)],
-        url="https://api.openai.com/v1/chat/completions",
-        body={"model": "m", "stream": True, "messages": [{"role": "user", "content": f"question {k}"}]},
-        labels={"k": str(k)},
-    )
-
-
-def write(path: Path, interactions: list[Interaction], *, index: bool = True) -> None:
-    """Through the writer in one write (one fsync), with or without the index on close."""
-    with CassetteWriter(path, index_min_bytes=0 if index else 1 << 62) as w:
-        w.write([rec for ix in interactions for rec in interaction_records(ix, w.new_id())])
+from tests.support.streams import numbered, write
 
 
 def test_a_replay_server_of_a_large_cassette_matches_without_holding_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,22 +29,7 @@ from streamtape.match.indexed import CassetteChain, IndexedMatcher, interactions
 from streamtape.match.matcher import Matcher
 from tests.support import ROOT
 from tests.support.builders import MS, chat_ix, interaction, sse
-
-
-def numbered(k: int, pieces: int = 5) -> Interaction:
-    """A chat recording whose request asks question ``k`` and whose answer names it."""
-    return interaction(
-        [sse({"k": k, "i": i}) for i in range(pieces)],
-        url="https://api.openai.com/v1/chat/completions",
-        body={"model": "m", "stream": True, "messages": [{"role": "user", "content": f"question {k}"}]},
-        labels={"k": str(k)},
-    )
-
-
-def write(path: Path, interactions: list[Interaction], *, index: bool = True) -> None:
-    """Through the writer in one write (one fsync), with or without the index on close."""
-    with CassetteWriter(path, index_min_bytes=0 if index else 1 << 62) as w:
-        w.write([rec for ix in interactions for rec in interaction_records(ix, w.new_id())])
+from tests.support.streams import numbered, write
 
 
 def header_version(path: Path) -> int:

@@ -14,29 +14,8 @@ import streamtape
 from streamtape import Interaction
 from streamtape.commands.play import plan, run
 from streamtape.profiles import ADVERSARIAL, PRESETS, parse_profile
-from tests.support import builders
 from tests.support.builders import MS, interaction
-
-OPENAI = "https://api.openai.com/v1/chat/completions"
-
-
-def sse(doc: object) -> bytes:
-    return builders.sse(doc, compact=False)
-
-
-def delta(**d: object) -> bytes:
-    return sse({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d}]})
-
-
-def openai_chat(words=("Héllo", " wörld", "!"), *, gap_ms: int = 40, outcome: str = "complete",
-                done: bool = True) -> Interaction:
-    events = [delta(role="assistant", content="")] + [delta(content=w) for w in words]
-    if outcome == "complete":
-        events.append(sse({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
-        if done:
-            events.append(b"data: [DONE]\n\n")
-    return interaction(events, first_ns=gap_ms * MS, gap_ns=gap_ms * MS, head_ns=5 * MS, framing_header=False,
-                       outcome=outcome, url=OPENAI, request_headers=())
+from tests.support.streams import OPENAI, binary, delta, openai_chat, sse
 
 
 def tool_call_chat() -> Interaction:
@@ -62,10 +41,7 @@ def ollama_chat() -> Interaction:
                        framing_header=False, url="http://127.0.0.1:11434/api/chat", request_headers=(), body=b"{}")
 
 
-def binary() -> Interaction:
-    return interaction([b"\x00\x01plain", b" bytes\xff"], times=[MS, 2 * MS], head_ns=0, end_ns=3 * MS,
-                       content_type="application/octet-stream", framing_header=False, method="GET",
-                       url="https://h/blob", request_headers=(), body=b"")
+
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import gzip
 import itertools
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -24,38 +23,10 @@ from streamtape.errors import NoMatchError, ProfileError
 from streamtape.profiles import StepKind, parse_profile
 from streamtape.transport import TIMEOUT, Action, head_failure, play_actions
 from streamtape.wire import Framing
-from tests.support.builders import MS, interaction
+from tests.support.builders import MS
+from tests.support.streams import BODY, EVENTS, URL, sse_ix
 
 httpx2 = pytest.importorskip("httpx2", reason="needs httpx2, left out of the test extra on Python 3.11 (mitmproxy 11 pins h11 < 0.15, httpx2 needs 0.16)")
-
-URL = "http://llm.test/v1/chat/completions"
-BODY: dict[str, Any] = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-
-EVENTS = [
-    b'data: {"choices":[{"delta":{"content":"Reykjav"}}]}\n\n',
-    'data: {"choices":[{"delta":{"content":"ík 日本"}}]}\n\n'.encode(),
-    b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n',
-    b"data: [DONE]\n\n",
-]
-
-
-def sse_ix(
-    pieces: list[bytes] = EVENTS,
-    gap_ms: int = 20,
-    framing: str = "chunked",
-    headers: tuple[tuple[str, str], ...] = (),
-    url: str = URL,
-    body: object = BODY,
-) -> Interaction:
-    """The Reykjavík stream, the first piece 10 ms in and each next ``gap_ms`` later; a
-    close-delimited recording says ``Connection: close``."""
-    close = (("Connection", "close"),) if framing == "close-delimited" else ()
-    return interaction(
-        pieces, first_ns=10 * MS, gap_ns=gap_ms * MS, head_ns=2 * MS,
-        end_ns=(10 + len(pieces) * gap_ms) * MS, extra_headers=(*headers, *close),
-        framing=framing, url=url, body=body,
-    )
-
 
 PACKAGES = [pytest.param(httpx, id="httpx"), pytest.param(httpx2, id="httpx2")]
 
