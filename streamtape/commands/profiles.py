@@ -14,7 +14,8 @@ def listing() -> str:
     width = max(len(n) for n in [*PRESETS, *(f"adversarial:{a}" for a in ADVERSARIAL)])
     lines = ["Presets:"]
     lines += [f"  {name:<{width}}  {text}" for name, text in PRESETS.items()]
-    lines += ["", "Adversarial set (every streaming client should survive each; instant latency):"]
+    lines += ["", "Adversarial set (every streaming client should survive each; latency=apart: "
+                  "each piece sent apart, no other wait):"]
     lines += [f"  {'adversarial:' + name:<{width}}  {text}" for name, text in ADVERSARIAL.items()]
     lines += ["", SYNTAX.rstrip()]
     return "\n".join(lines)

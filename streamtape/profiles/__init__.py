@@ -28,6 +28,7 @@ Everything a caller needs is importable from ``streamtape.profiles``.
 from __future__ import annotations
 
 from .model import (
+    APART_US,
     Amount,
     ChunkKind,
     FaultKind,
@@ -46,6 +47,7 @@ from .schedule import ERROR_MESSAGE, KEEPALIVE_TEXT, Profile
 
 __all__ = [
     "ADVERSARIAL",
+    "APART_US",
     "ERROR_MESSAGE",
     "KEEPALIVE_TEXT",
     "PRESETS",

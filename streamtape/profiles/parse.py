@@ -20,7 +20,17 @@ from enum import StrEnum
 from typing import TypeVar
 
 from ..errors import ProfileError
-from .model import Amount, ChunkKind, FaultKind, FramingKind, Item, LatencyKind, NewlineKind, Unit
+from .model import (
+    APART_US,
+    Amount,
+    ChunkKind,
+    FaultKind,
+    FramingKind,
+    Item,
+    LatencyKind,
+    NewlineKind,
+    Unit,
+)
 from .schedule import Profile
 
 __all__ = ["ADVERSARIAL", "PRESETS", "SYNTAX", "describe", "parse_profile"]
@@ -32,24 +42,33 @@ PRESETS: dict[str, str] = {
     "faithful": "chunk=recorded;latency=recorded",
     "instant": "chunk=recorded;latency=instant",
     # The harshest single profile: every byte its own piece, a keep-alive
-    # comment before every event, no waiting. The whole set is ADVERSARIAL.
-    "adversarial": "chunk=bytes:1;latency=instant;fault=keepalive:0",
+    # comment before every event, no waiting but what keeps each piece a read
+    # of its own (latency=apart). The whole set is ADVERSARIAL.
+    "adversarial": "chunk=bytes:1;latency=apart;fault=keepalive:0",
 }
 
 ADVERSARIAL: dict[str, str] = {
-    "bytes-1": "chunk=bytes:1;latency=instant",
-    "random-1-16": "chunk=random:1-16;latency=instant",
-    "utf8-split": "chunk=utf8-split;latency=instant",
-    "events": "chunk=events;latency=instant",
-    "split-events": "chunk=split-events;latency=instant",
-    "crlf-split": "chunk=crlf-split;latency=instant",
-    "coalesce-50": "chunk=coalesce:50;latency=instant",
-    "whole": "chunk=whole;latency=instant",
-    "keepalive": "chunk=events;latency=instant;fault=keepalive:0",
+    "bytes-1": "chunk=bytes:1;latency=apart",
+    "random-1-16": "chunk=random:1-16;latency=apart",
+    "utf8-split": "chunk=utf8-split;latency=apart",
+    "events": "chunk=events;latency=apart",
+    "split-events": "chunk=split-events;latency=apart",
+    "crlf-split": "chunk=crlf-split;latency=apart",
+    "coalesce-50": "chunk=coalesce:50;latency=apart",
+    "whole": "chunk=whole;latency=apart",
+    "keepalive": "chunk=events;latency=apart;fault=keepalive:0",
 }
 """Profiles every streaming client should survive with the same assembled answer.
 
 Each is also a preset named ``adversarial:<name>`` (e.g. ``adversarial:utf8-split``).
+All are ``latency=apart``: no recorded waits, but each piece sent 1 ms
+(:data:`~.model.APART_US`) after the one before it, so that each boundary
+reaches the client as the end of one of its reads (pieces sent back to
+back reach a Node ``fetch`` client as one read, and a cut it never sees
+tests nothing). A stream of N pieces takes N ms over a socket:
+``bytes-1`` on a 6 KB answer, 6 s; write ``;latency=instant`` after the
+name to send everything at once. The in-process transports hand each
+piece over as a read of its own and play these as instant.
 """
 
 SYNTAX = """\
@@ -77,8 +96,16 @@ chunk=      how the body is cut into pieces (joined, always the recorded body)
                   even inside a UTF-8 character); recorded: the recorded frames
 latency=    when pieces are sent ([ws]: server messages, each timed from the client
             message that preceded it in the recording, as that one arrives)
-  recorded        as recorded (default)
-  instant         everything at once
+  recorded        as recorded (default); when the chunking cuts the recorded pieces
+                  (bytes, random, utf8-split, events, split-events, crlf-split) and no
+                  latency= is given, each piece also at least 1000 us after the one
+                  before, as apart does
+  instant         everything at once (pieces due together can reach a client as one read)
+  apart[:US]      as fast as piece boundaries survive: the head at once, then each piece
+                  US microseconds (default 1000) after the one before, so that each
+                  reaches the client as a read of its own (on loopback a Node fetch client
+                  reads pieces closer than that as one; bench/boundaries.py); N pieces
+                  take N x US. In-process transports need no spacing: instant there
   scale:F         recorded times multiplied by F
   fixed:TTFT_MS:GAP_MS  first piece after TTFT_MS, then one every GAP_MS
   jitter:MS       each piece up to MS later (seeded); never reorders
@@ -138,6 +165,7 @@ _LATENCY_ARITY: Mapping[LatencyKind, int] = {
     LatencyKind.SCALE: 1,
     LatencyKind.FIXED: 2,
     LatencyKind.JITTER: 1,
+    LatencyKind.APART: 1,
 }
 _FAULT_ARITY: Mapping[FaultKind, int] = {
     FaultKind.CUT: 1,
@@ -153,8 +181,17 @@ _FAULT_ARITY: Mapping[FaultKind, int] = {
     FaultKind.DROP: 1,
     FaultKind.PING: 1,
 }
-_OPTIONAL_ARGUMENT: frozenset[StrEnum] = frozenset({ChunkKind.COALESCE})
-"""Kinds whose one argument may be left out (``coalesce``: no window)."""
+_OPTIONAL_ARGUMENT: frozenset[StrEnum] = frozenset({ChunkKind.COALESCE, LatencyKind.APART})
+"""Kinds whose one argument may be left out (``coalesce``: no window; ``apart``: APART_US)."""
+
+_RECHUNKING = frozenset({
+    ChunkKind.BYTES, ChunkKind.RANDOM, ChunkKind.UTF8_SPLIT, ChunkKind.EVENTS,
+    ChunkKind.SPLIT_EVENTS, ChunkKind.CRLF_SPLIT,
+})
+"""Chunkings that cut the recorded pieces, so that several pieces fall due at one moment:
+without a ``latency=`` item they are spaced by :data:`APART_US`. Not ``coalesce`` (it
+only joins: its boundaries are recorded ones, as far apart as recorded), nor ``whole``
+(no boundary), nor ``recorded``."""
 
 _SENDABLE_CLOSE_CODES = frozenset({1000, 1001, 1002, 1003, *range(1007, 1015)})
 """Close codes RFC 6455 lets an endpoint send below 3000 (1004-1006 and 1015 are
@@ -221,6 +258,8 @@ def _parse_latency(value: str) -> Item:
         return Item(kind, (_num(args[0], "fixed:TTFT_MS"), _num(args[1], "fixed:GAP_MS")), value)
     if kind is LatencyKind.JITTER:
         return Item(kind, (_num(args[0], "jitter:MS"),), value)
+    if kind is LatencyKind.APART:
+        return Item(kind, (_num(args[0], "apart:US") if args else APART_US,), value)
     return Item(kind, (), value)
 
 
@@ -324,7 +363,7 @@ def parse_profile(text: str) -> Profile:
     if not stripped:
         raise ProfileError("empty profile (use a preset such as 'faithful', or key=value items)")
     chunk = Item(ChunkKind.RECORDED)
-    latency = Item(LatencyKind.RECORDED)
+    latency: Item | None = None  # None: no latency= item (recorded, spaced if re-chunked)
     framing, newline = FramingKind.RECORDED, NewlineKind.RECORDED
     faults: list[Item] = []
     seed: int | None = None
@@ -355,13 +394,19 @@ def parse_profile(text: str) -> Profile:
                 )
         except _Bad as e:
             raise ProfileError(f"profile {stripped!r}: bad item {item!r}: {e}") from None
+    if latency is None:
+        latency = Item(LatencyKind.RECORDED)
+        apart_us: float = APART_US if chunk.kind in _RECHUNKING else 0
+    else:
+        apart_us = latency.args[0] if latency.kind is LatencyKind.APART else 0
     return Profile(text=stripped, chunk=chunk, latency=latency, faults=tuple(faults), seed=seed,
-                   framing=framing, newline=newline)
+                   framing=framing, newline=newline, apart_ns=round(apart_us * 1000))
 
 
 def describe(profile: Profile) -> str:
-    """One line: the profile's effective chunking, latency, faults and seed."""
-    parts = [f"chunk={profile.chunk}", f"latency={profile.latency}"]
+    """One line: the profile's effective chunking, latency (and spacing), faults and seed."""
+    apart = f" (pieces at least {profile.apart_ns / 1000:g} us apart)" if profile.apart_ns else ""
+    parts = [f"chunk={profile.chunk}", f"latency={profile.latency}{apart}"]
     parts += [f"fault={f}" for f in profile.faults]
     if profile.framing is not FramingKind.RECORDED:
         parts.append(f"framing={profile.framing}")

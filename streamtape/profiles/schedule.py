@@ -28,6 +28,13 @@ Rules the drivers can rely on:
   hang up right after ``[DONE]``, before the server's terminating chunk
   arrives, so such recordings are usually complete answers. A recording with
   no response head replays as :attr:`Schedule.status` 0 (send no head) and a cut.
+- Pieces due at one moment are sent apart when the profile says so
+  (:attr:`Profile.apart_ns`: ``latency=apart``, or a chunking that cuts the
+  recorded pieces with no ``latency=`` item): each ``send`` step at least
+  that long after the one before, the pieces a fault splits or inserts
+  included, so that each boundary reaches a client as the end of one of its
+  reads; a stall's silence comes on top. The first piece keeps its time.
+  :attr:`Schedule.apart_ns` tells a driver to keep the spacing in real time.
 - The schedule decides the *number* a ``Content-Length`` declares (the bytes
   sent, keep-alive comments and an error event included; on a cut, the whole
   body's length and always more than is sent, so the client sees a short
@@ -275,7 +282,6 @@ _FRAMINGS = {
 """The framing each ``framing=`` kind sends (``recorded``: the recording's, absent here)."""
 
 
-
 @dataclass(frozen=True)
 class Profile:
     """A parsed profile. Build with :func:`~streamtape.profiles.parse_profile`."""
@@ -287,6 +293,11 @@ class Profile:
     seed: int | None = None
     framing: FramingKind = FramingKind.RECORDED
     newline: NewlineKind = NewlineKind.RECORDED
+    apart_ns: int = 0
+    """The least time between two pieces sent (0: none), so that each boundary reaches the
+    client as the end of a read: ``latency=apart[:US]``'s, or for a chunking that cuts the
+    recorded pieces and no ``latency=`` item, :data:`~.model.APART_US` (see
+    :func:`~.parse.parse_profile`)."""
 
     def fault(self, kind: FaultKind) -> Item | None:
         """The last fault item of ``kind``, or None."""
@@ -299,8 +310,13 @@ class Profile:
     def is_instant(self) -> bool:
         return self.latency.kind == LatencyKind.INSTANT
 
-    def schedule(self, ix: Interaction, seed: int | None = None) -> Schedule:
+    def schedule(self, ix: Interaction, seed: int | None = None, *, apart: bool = True) -> Schedule:
         """The schedule for ``ix``. Pure; ``seed`` (else the profile's, else 0) seeds randomness.
+
+        ``apart=False`` leaves out :attr:`apart_ns` (``latency=apart`` is then
+        ``instant``): for a driver with no kernel between it and its client,
+        which hands each piece over as a read of its own whatever the timing
+        (the in-process transports), so that the spacing would only be a wait.
 
         Raises :class:`ProfileError` when the profile cannot apply to this
         interaction (an event fault on a body without events, or an event
@@ -308,14 +324,30 @@ class Profile:
         """
         if seed is None:
             seed = self.seed if self.seed is not None else 0
-        return _ScheduleBuilder(self, ix, seed).run()
+        return _ScheduleBuilder(self, ix, seed, self.apart_ns if apart else 0).run()
+
+
+def _apart(times: Sequence[int], gap: int) -> list[int]:
+    """``times`` with each one at least ``gap`` after the one before it (the first as it is).
+
+    Pieces due at the same moment go out in back-to-back writes, and a client
+    reads whatever has arrived since its last read: Node's ``fetch`` hands its
+    body stream everything buffered, so such pieces arrive as one read and a
+    re-chunking profile cuts nothing the client sees (``bench/boundaries.py``).
+    """
+    out = list(times)
+    if gap > 0:
+        for i in range(1, len(out)):
+            out[i] = max(out[i], out[i - 1] + gap)
+    return out
 
 
 class _ScheduleBuilder:
     """One profile applied to one interaction: the pipeline of :meth:`Profile.schedule`."""
 
-    def __init__(self, profile: Profile, ix: Interaction, seed: int) -> None:
+    def __init__(self, profile: Profile, ix: Interaction, seed: int, apart_ns: int = 0) -> None:
         self.p = profile
+        self.gap = apart_ns
         self.ix = converted_newlines(ix, profile.newline)
         self.seed = seed
         self.text = profile.text
@@ -371,8 +403,8 @@ class _ScheduleBuilder:
 
         # Latency: the head, each piece and the recorded end are time points.
         head, ptimes, end = self.latency(resp.headers_at_ns, [p.at for p in pieces], rec_end)
-        for p, t in zip(pieces, ptimes, strict=True):
-            p.at = max(t, head)
+        for p, t in zip(pieces, _apart([max(t, head) for t in ptimes], self.gap), strict=True):
+            p.at = t
         end = max(end, pieces[-1].at if pieces else head, head)
 
         terminal = recorded_ending(ix)
@@ -420,10 +452,12 @@ class _ScheduleBuilder:
         head += slow
         steps: list[Step] = []
         last = head
-        for p in pieces:
+        gap = 0  # none before the first piece; then the spacing, again, for the pieces the
+        for p in pieces:  # faults split or inserted (keep-alives, drop-done) after the first pass
             if not p.data:
                 continue
-            last = max(last, p.at + slow)
+            last = max(last + gap, p.at + slow)
+            gap = self.gap
             steps.append(Step(last, StepKind.SEND, p.data))
         steps.append(Step(max(last, term.at + slow), terminal))
         return self.finish(resp, head, steps, terminal, sum(len(s.data) for s in steps))
@@ -441,6 +475,7 @@ class _ScheduleBuilder:
             steps if isinstance(steps, Steps) else tuple(steps),
             self.text,
             self.content_length(framing, terminal, sent),
+            apart_ns=self.gap,
         )
 
     def recorded_end(self, resp: Response, times: list[int]) -> int:
@@ -458,7 +493,8 @@ class _ScheduleBuilder:
         Equivalences with :meth:`run`: a piece goes out at the running maximum
         of ``max(t, head) + slow``, which (starting from ``head + slow``) is the
         running maximum of ``t + slow``; the end is at least the last piece's
-        and the head's time.
+        and the head's time. The spacing (:attr:`Profile.apart_ns`) applies
+        after that, as in :meth:`run`'s one pass (no fault adds pieces here).
         """
         ix = self.ix
         head, ptimes, end = self.latency(resp.headers_at_ns, ats, rec_end)
@@ -473,6 +509,8 @@ class _ScheduleBuilder:
         if at and (at[0] < head or not all(map(operator.le, at, itertools.islice(at, 1, None)))):
             at = list(itertools.accumulate(at, max, initial=head))  # (not so when instant)
             del at[0]
+        if self.gap and len(at) > 1:
+            at = _apart(at, self.gap)
         ending = Step(max(at[-1] if at else head, end + slow), terminal)
         return self.finish(resp, head, Steps(at, datas, ending), terminal, sum(map(len, datas)))
 
@@ -542,7 +580,7 @@ class _ScheduleBuilder:
         args = self.p.latency.args
         if kind == LatencyKind.RECORDED:
             return head, list(ts), end
-        if kind == LatencyKind.INSTANT:
+        if kind in (LatencyKind.INSTANT, LatencyKind.APART):  # apart: spaced by self.gap
             return 0, [0] * len(ts), 0
         if kind == LatencyKind.SCALE:
             f = args[0]

@@ -36,7 +36,8 @@ alike: items for HTTP responses only are ignored here, as these are in
 - ``latency=``: ``recorded``, ``instant``, ``scale:F`` and ``jitter:MS``
   (seeded; never reorders) act on each delay and on the ``101``;
   ``fixed:TTFT:GAP`` times the n-th server message after each anchor at
-  TTFT + n * GAP.
+  TTFT + n * GAP; ``apart`` is ``instant`` here (WebSocket framing keeps
+  every message whole whatever a read holds, so no spacing is needed).
 - ``chunk=``: ``recorded`` sends each message in its recorded frames
   (one frame when the capture did not expose them); ``fragment:N`` in
   frames of N payload bytes, a text message split anywhere, even inside a
@@ -293,7 +294,7 @@ def _latency(profile: Profile, seed: int, head: int, outs: Sequence[_Out], endin
     kind, args = profile.latency.kind, profile.latency.args
     if kind == LatencyKind.RECORDED:
         return head
-    if kind == LatencyKind.INSTANT:
+    if kind in (LatencyKind.INSTANT, LatencyKind.APART):  # apart: a message is never merged
         for o in (*outs, ending):
             o.delay = 0
         return 0

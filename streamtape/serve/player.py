@@ -12,6 +12,16 @@ the loop that writes them is the server's hot path. It is written for that:
   server why (:class:`Stop`), only when the server has something to do:
   a terminal step is due, the socket buffer is full, many pieces went out back
   to back (other streams get a turn), or the client went away.
+* A schedule whose pieces are spaced (:attr:`~streamtape.profiles.Schedule.apart_ns`,
+  a re-chunking profile's) keeps the spacing in real time: after a late
+  wake-up the player writes one piece and waits the spacing again, where the
+  absolute deadlines alone would write every piece due by then back to back,
+  and the client would read them as one. Measured with ``bench/boundaries.py``
+  on a two-core machine loaded by other work (load 4.3): of pieces 1 ms apart,
+  99.5 % reached a warm Node ``fetch`` client as separate reads with the
+  spacing kept (``latency=apart:1000``), 58 % from the same times as
+  deadlines alone (``latency=fixed:0:1``); a raw Python socket 99.5 % and
+  92.5 %. On a quiet machine the two are alike (100 % and 99.5 %).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ _BURST = 64  # pieces written back to back before other streams get a turn
 _HIGH_WATER = 65536  # bytes buffered in the transport before the player waits for a drain
 _WATCH_AFTER_NS = 1_000_000_000
 _WATCH_EVERY_NS = 200_000_000
+_NEVER = -(1 << 62)  # the time of the last write before the first one
 
 
 class Stop(StrEnum):
@@ -102,11 +113,15 @@ class Player:
     and calls :meth:`start` again to go on from the same step.
     """
 
-    __slots__ = ("fut", "i", "pieces", "prepared", "reader", "t0", "timer", "transport")
+    __slots__ = ("apart_ns", "fut", "i", "last_write", "pieces", "prepared", "reader", "t0",
+                 "timer", "transport")
 
     def __init__(self, prepared: Prepared, t0: int, transport: asyncio.WriteTransport,
-                 reader: asyncio.StreamReader | None = None) -> None:
+                 reader: asyncio.StreamReader | None = None, apart_ns: int = 0) -> None:
         self.prepared = prepared
+        self.apart_ns = apart_ns
+        """The least real time between two pieces written (the schedule's ``apart_ns``)."""
+        self.last_write = _NEVER
         self.reader = reader
         self.t0 = t0
         self.transport = transport
@@ -129,9 +144,12 @@ class Player:
         i = self.i
         now = now_ns()
         burst = 0
+        gap, last = self.apart_ns, self.last_write
         try:
             while i < n:
                 due = t0 + offsets[i]
+                if gap and last + gap > due and kinds[i] == StepKind.SEND:
+                    due = last + gap  # late: the spacing, not a burst of what is due
                 if due > now:
                     now = now_ns()
                     if due > now:
@@ -155,6 +173,8 @@ class Player:
                 if data:
                     write(data)
                     self.pieces += 1
+                    if gap:
+                        now = last = now_ns()
                 burst += 1
                 if not burst & 15:
                     if transport.get_write_buffer_size() > _HIGH_WATER:
@@ -166,6 +186,7 @@ class Player:
             self._stop(Stop.STEPS)
         finally:
             self.i = i
+            self.last_write = last
 
     @property
     def byte_count(self) -> int:

@@ -621,7 +621,7 @@ class ReplayServer:
             chunked_ok=req.chunked_ok,
         )
         prepared = self._prepare(sched, framing)
-        player = Player(prepared, t0, transport, reader)
+        player = Player(prepared, t0, transport, reader, sched.apart_ns)
         try:
             await sleep_until(t0 + sched.head_at_ns)
             if transport.is_closing():

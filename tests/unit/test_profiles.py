@@ -5,6 +5,7 @@ Everything here is pure: schedules are computed and inspected, nothing sleeps.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -17,6 +18,7 @@ from streamtape import Interaction, Piece, ProfileError, Request, Response
 from streamtape.cassette.model import Outcome
 from streamtape.profiles import (
     ADVERSARIAL,
+    APART_US,
     PRESETS,
     SYNTAX,
     Schedule,
@@ -269,7 +271,7 @@ def test_every_schedule_is_well_formed_under_any_mix_of_faults(ix, chunk, latenc
 
 def test_bytes_chunking_sends_n_bytes_per_piece_when_the_last_byte_arrived():
     ix = interaction([b"abcde", b"fgh"], times=[10 * MS, 30 * MS])
-    s = sched("chunk=bytes:3", ix)
+    s = sched("chunk=bytes:3;latency=recorded", ix)  # recorded exactly: not spaced apart
     assert [(st.at_ns, st.data) for st in s.sends] == [
         (10 * MS, b"abc"),
         (30 * MS, b"def"),  # its last byte arrived with the second recorded piece
@@ -543,15 +545,13 @@ def test_http2_recordings_replay_chunked():
 # Parsing
 
 
-def test_presets_and_every_adversarial_profile_parse_and_adversarial_ones_are_instant():
+def test_presets_and_every_adversarial_profile_parse_and_adversarial_ones_are_apart():
     for text in [*PRESETS, *PRESETS.values(), *ADVERSARIAL.values()]:
         parse_profile(text)
     for name, text in ADVERSARIAL.items():
         p = parse_profile(text)
-        assert p.latency.kind == "instant", name
-        assert parse_profile(f"adversarial:{name}") == parse_profile(text).__class__(
-            text=f"adversarial:{name}", chunk=p.chunk, latency=p.latency, faults=p.faults, seed=p.seed
-        )
+        assert p.latency.kind == "apart" and p.apart_ns == APART_US * 1000, name
+        assert parse_profile(f"adversarial:{name}") == dataclasses.replace(p, text=f"adversarial:{name}")
 
 
 def test_the_adversarial_set_holds_at_least_the_profiles_the_issue_names():
@@ -902,3 +902,165 @@ def test_content_length_declares_the_converted_body():
     assert len(s.body) > len(ix.response.body)
     assert s.header("content-length") == str(len(s.body))
 
+
+# --------------------------------------------------------------------------
+# Pieces kept apart: latency=apart, and the spacing of a re-chunking without a latency item
+
+
+US = 1_000
+RECHUNKINGS = ["bytes:1", "bytes:7", "random:1-16", "utf8-split", "events", "split-events", "crlf-split"]
+
+
+def _gaps(s: Schedule) -> list[int]:
+    sends = s.sends
+    return [b.at_ns - a.at_ns for a, b in itertools.pairwise(sends)]
+
+
+def test_apart_sends_the_head_at_once_then_each_piece_us_after_the_one_before():
+    ix = interaction([b"abcde", b"fgh"], times=[10 * MS, 30 * MS])
+    s = sched("chunk=bytes:3;latency=apart:250", ix)
+    assert s.head_at_ns == 0 and s.apart_ns == 250 * US
+    assert [(st.at_ns, st.data) for st in s.sends] == [(0, b"abc"), (250 * US, b"def"), (500 * US, b"gh")]
+    assert s.steps[-1] == Step(500 * US, StepKind.END)
+
+
+def test_apart_without_a_number_keeps_pieces_apart_us_default_and_describe_says_so():
+    from streamtape.profiles import describe
+
+    p = parse_profile("latency=apart")
+    assert p.apart_ns == APART_US * US
+    assert _gaps(sched("latency=apart", chat(["a", "b", "c"]))) == [APART_US * US] * 3
+    assert describe(p) == f"chunk=recorded;latency=apart (pieces at least {APART_US} us apart)"
+    assert describe(parse_profile("latency=apart:300")).endswith("latency=apart:300 (pieces at least 300 us apart)")
+    assert parse_profile("latency=apart:0").apart_ns == 0  # instant, spelt otherwise
+
+
+def test_a_rechunking_without_a_latency_item_keeps_the_recorded_times_and_spaces_pieces_due_together():
+    ix = interaction([b"abcdef", b"gh"], times=[10 * MS, 30 * MS])
+    s = sched("chunk=bytes:2", ix)
+    assert s.apart_ns == APART_US * US
+    gap = APART_US * US
+    # the three pieces of the first recorded piece: from its time on, one gap apart; the last
+    # one at its own recorded time (it is later than the spacing needs)
+    assert [st.at_ns for st in s.sends] == [10 * MS, 10 * MS + gap, 10 * MS + 2 * gap, 30 * MS]
+    assert ix.response is not None and s.head_at_ns == ix.response.headers_at_ns
+
+
+@pytest.mark.parametrize("latency", ["recorded", "instant", "scale:0.5", "fixed:100:10", "jitter:25"])
+def test_a_latency_item_written_out_overrides_the_spacing(latency):
+    for text in [f"chunk=utf8-split;latency={latency}", f"adversarial:utf8-split;latency={latency}",
+                 f"latency={latency};chunk=bytes:1"]:
+        assert parse_profile(text).apart_ns == 0, text
+    ix = chat(["中文", "é"])
+    assert sched(f"chunk=utf8-split;latency={latency}", ix) == sched(f"chunk=utf8-split;latency={latency}", ix,
+                                                                      seed=0)
+    if latency == "instant":  # everything at once, as written: back to back
+        s = sched("adversarial:utf8-split;latency=instant", ix)
+        assert len(s.sends) > len(ix.pieces) and {st.at_ns for st in s.steps} == {0}
+
+
+@pytest.mark.parametrize("chunk", ["recorded", "coalesce:50", "coalesce", "whole"])
+def test_chunkings_that_do_not_cut_recorded_pieces_are_not_spaced(chunk):
+    assert parse_profile(f"chunk={chunk}").apart_ns == 0
+    assert parse_profile("faithful").apart_ns == parse_profile("instant").apart_ns == 0
+
+
+@pytest.mark.parametrize("chunk", RECHUNKINGS)
+def test_every_chunking_that_cuts_recorded_pieces_is_spaced_by_default(chunk):
+    assert parse_profile(f"chunk={chunk}").apart_ns == APART_US * US
+    assert parse_profile(f"faithful;chunk={chunk}").apart_ns == 0  # faithful says latency=recorded
+
+
+@pytest.mark.parametrize(("text", "named"), [("latency=apart:x", "apart:US"), ("latency=apart:1:2", "1 argument"),
+                                             ("latency=apart:-5", "apart:US")])
+def test_a_malformed_apart_is_a_profile_error_naming_the_item(text, named):
+    with pytest.raises(ProfileError) as e:
+        parse_profile(text)
+    assert text in str(e.value) and named in str(e.value)
+
+
+def test_the_syntax_says_the_spacing_and_what_it_applies_to():
+    assert "apart[:US]" in SYNTAX and f"(default {APART_US})" in SYNTAX
+    assert f"at least {APART_US} us after the one" in SYNTAX
+    for chunk in RECHUNKINGS:
+        assert chunk.partition(":")[0] in SYNTAX.partition("\nlatency=")[2].partition("instant")[0], chunk
+
+
+def test_in_process_schedules_leave_the_spacing_out():
+    ix = chat(["Grüße", " 中文"])
+    plain = parse_profile("chunk=utf8-split").schedule(ix, apart=False)
+    recorded = sched("chunk=utf8-split;latency=recorded", ix)
+    assert plain == dataclasses.replace(recorded, text="chunk=utf8-split") and plain.apart_ns == 0
+    adversarial = parse_profile("adversarial:utf8-split").schedule(ix, apart=False)
+    assert {st.at_ns for st in adversarial.steps} == {0}
+    assert adversarial.pieces == sched("adversarial:utf8-split", ix).pieces
+
+
+def test_a_stall_keeps_its_whole_silence_when_the_pieces_before_it_were_spaced_late():
+    ix = interaction([b"".join(sse_event(w) for w in ["a", "b", "c"])], times=[10 * MS])
+    s = sched("chunk=bytes:1;fault=stall:2:0.5", ix)
+    sends = s.sends
+    body_at = list(itertools.accumulate(len(st.data) for st in sends))
+    assert ix.response is not None
+    event2 = event_spans(ix.response.body, "sse")[1].start
+    k = body_at.index(event2)  # the piece ending right before event 2
+    assert sends[k + 1].at_ns - sends[k].at_ns >= 500 * MS
+
+
+def test_keepalives_and_split_pieces_inserted_by_faults_are_spaced_too():
+    ix = chat(["a", "b", "c"])
+    from streamtape.profiles import KEEPALIVE_TEXT
+
+    s = sched("chunk=events;latency=apart;fault=keepalive:0;fault=drop-done", ix)
+    assert any(KEEPALIVE_TEXT in p for p in s.pieces)
+    assert min(_gaps(s)) >= APART_US * US
+
+
+def test_a_websocket_session_plays_apart_as_instant():
+    from streamtape.profiles.websocket import schedule_session
+    from tests.support.realtime_session import session_ix
+
+    apart = schedule_session(parse_profile("latency=apart"), session_ix())
+    instant = schedule_session(parse_profile("latency=instant"), session_ix())
+    assert apart == dataclasses.replace(instant, text="latency=apart")
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_bytes()), chunk=st.sampled_from(CHUNKINGS),
+       us=st.sampled_from([None, 1, 250, 1000, 2000]), seed=st.integers(0, 2**32))
+def test_apart_keeps_every_piece_at_least_us_after_the_previous_and_the_body_exact(ix, chunk, us, seed):
+    latency = "apart" if us is None else f"apart:{us}"
+    s = sched(f"chunk={chunk};latency={latency}", ix, seed=seed)
+    gap = (APART_US if us is None else us) * US
+    assert s.body == ix.response.body and s.ending == "end" and s.apart_ns == gap
+    check_shape(s)
+    assert all(g >= gap for g in _gaps(s))
+    assert s.sends[0].at_ns == 0 if s.sends else True
+    assert s.pieces == sched(f"chunk={chunk};latency=instant", ix, seed=seed).pieces
+
+
+@PROPS
+@given(ix=st.one_of(recorded_chats(), recorded_bytes()), chunk=st.sampled_from(RECHUNKINGS),
+       seed=st.integers(0, 2**32))
+def test_a_default_spaced_rechunking_never_runs_ahead_of_the_recording_and_keeps_its_pieces(ix, chunk, seed):
+    s = sched(f"chunk={chunk}", ix, seed=seed)
+    recorded = sched(f"chunk={chunk};latency=recorded", ix, seed=seed)
+    assert s.pieces == recorded.pieces and s.head_at_ns == recorded.head_at_ns
+    check_shape(s)
+    assert all(g >= APART_US * US for g in _gaps(s))
+    assert all(a.at_ns >= b.at_ns for a, b in zip(s.sends, recorded.sends, strict=True))
+
+
+@PROPS
+@given(ix=recorded_chats(), chunk=st.sampled_from(CHUNKINGS),
+       faults=st.lists(st.sampled_from(["cut:50%", "reset:10B", "cut-event:1", "error-event:1", "stall:1:0.2",
+                                        "keepalive:0", "keepalive:0.01", "drop-done", "slow-headers:5"]),
+                       max_size=3))
+def test_apart_keeps_pieces_apart_under_any_mix_of_faults(ix, chunk, faults):
+    text = ";".join([f"chunk={chunk}", "latency=apart:500", *(f"fault={f}" for f in faults)])
+    try:
+        s = sched(text, ix)
+    except ProfileError:
+        assume(False)
+    check_shape(s)
+    assert all(g >= 500 * US for g in _gaps(s))
