@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-import httpx2
+import httpx
 import pytest
 
 import streamtape
@@ -13,8 +13,6 @@ from streamtape.errors import OptionError
 from streamtape.serve import ReplayServer
 from streamtape.wire import NO_MATCH_STATUS, ErrorType, error_api, error_body
 from tests.support.builders import CHAT_BODY, chat_ix
-
-pytestmark = pytest.mark.httpx2
 
 
 @pytest.mark.parametrize(
@@ -51,8 +49,8 @@ def test_the_default_no_match_status_is_422_not_404_nor_a_5xx() -> None:
     assert NO_MATCH_STATUS == 422
 
 
-def post(transport: streamtape.ReplayTransport, path: str, body: object) -> httpx2.Response:
-    with httpx2.Client(transport=transport) as c:
+def post(transport: streamtape.ReplayTransport, path: str, body: object) -> httpx.Response:
+    with httpx.Client(transport=transport) as c:
         return c.post("http://127.0.0.1:9/" + path.lstrip("/"), json=body)
 
 
