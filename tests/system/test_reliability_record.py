@@ -25,6 +25,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,10 +86,17 @@ def test_200_concurrent_streams_are_all_recorded_as_their_clients_received_them(
 _SAVED = re.compile(r"^POST (\S+) 200 .* complete$")
 
 
-async def _load_and_kill(pid: int, port: int, ps: list[str], kill_after: float) -> list[Fetched]:
+async def _load_and_kill(pid: int, port: int, ps: list[str], kill_after: float,
+                         after_a_save: list[str] | None = None) -> list[Fetched]:
     """Start the streams, SIGKILL the recorder ``kill_after`` seconds in, return what the
-    clients got (the streams cut by the kill end as ``eof`` or ``reset``)."""
-    task = asyncio.ensure_future(fetch_many("127.0.0.1", port, ps, stagger_s=0.5, timeout=20))
+    clients got (the streams cut by the kill end as ``eof`` or ``reset``). With
+    ``after_a_save`` (the recorder's stdout lines, as they come) the seconds count from
+    the first interaction it reports saved (at most 30 s of waiting for one)."""
+    task = asyncio.ensure_future(fetch_many("127.0.0.1", port, ps, stagger_s=0.5, timeout=30))
+    if after_a_save is not None:
+        deadline = time.monotonic() + 30
+        while not any(_SAVED.match(line) for line in list(after_a_save)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
     await asyncio.sleep(kill_after)
     os.kill(pid, signal.SIGKILL)
     return await task
@@ -101,8 +109,13 @@ def test_sigkill_under_load_never_loses_a_saved_interaction_nor_the_file(tmp_pat
     saved_bodies: dict[str, bytes] = {}
     for round_ in range(10):
         kill_after = rng.uniform(0.2, 1.6)  # streams last ~1 s each, started over 0.5 s
+        # The last round kills after the first save, so one round has saved something to
+        # check even where a loaded machine slowed every stream past the earlier kills.
+        last = round_ == 9
         with recording(out, upstream=upstream) as rec:
-            fetched = asyncio.run(_load_and_kill(rec.proc.pid, rec.port, paths(200, f"r{round_}-"), kill_after))
+            fetched = asyncio.run(_load_and_kill(rec.proc.pid, rec.port, paths(200, f"r{round_}-"),
+                                                 rng.uniform(0, 0.5) if last else kill_after,
+                                                 after_a_save=rec.out_lines if last else None))
             rec.wait(10)
             stdout = rec.stdout
         got = {f.key: f for f in fetched}
