@@ -87,6 +87,12 @@ class Fetched:
     pieces: list[tuple[int, bytes]] = field(default_factory=list)
     ending: str = ""
     sent_ns: int = 0
+    held: int = 0
+    """For a client that hung up: the chunks it held by then, read or still in its buffer
+    (a lagging reader holds more than it read)."""
+    held_whole: bool = False
+    """A client that hung up already held the last chunk (a reader that lagged by the whole
+    stream: the server had written every byte, and rightly logs it ``complete``)."""
 
     @property
     def body(self) -> bytes:
@@ -143,6 +149,7 @@ class _Client(asyncio.Protocol):
             self.f.pieces.append((now, bytes(self.buf[nl + 2 : nl + 2 + size])))
             del self.buf[: nl + 2 + size + 2]
             if self.hang_up_after is not None and len(self.f.pieces) >= self.hang_up_after:
+                self.f.held, self.f.held_whole = _held(len(self.f.pieces), self.buf)
                 self._end("hung_up")
                 return
 
@@ -162,6 +169,20 @@ class _Client(asyncio.Protocol):
             self.f.ending = "reset" if isinstance(exc, ConnectionResetError) else "eof"
         if not self.done.done():
             self.done.set_result(None)
+
+
+def _held(read: int, buf: bytearray) -> tuple[int, bool]:
+    """The chunks held (``read`` plus the whole ones in ``buf``) and whether the last came."""
+    at = 0
+    while (nl := buf.find(b"\r\n", at)) >= 0:
+        size = int(bytes(buf[at:nl]).split(b";")[0], 16)
+        if size == 0:
+            return read, True
+        if len(buf) < nl + 2 + size + 2:
+            break
+        read += 1
+        at = nl + 2 + size + 2
+    return read, False
 
 
 def request_bytes(path: str, body: bytes = b'{"stream": true}', host: str = "llm.test") -> bytes:

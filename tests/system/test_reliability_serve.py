@@ -344,4 +344,11 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
     assert rss1 <= rss0 + 4 * 1024
     outcomes = [re.search(r"outcome=(\w+)", x).group(1) for x in log[STREAMS:] if "outcome=" in x]  # type: ignore[union-attr]
     assert sorted(set(outcomes)) == ["client_disconnected", "complete"]
-    assert outcomes.count("client_disconnected") == len(hang_up)
+    # The server logs a hang-up as such unless it had written the whole response first: a
+    # client that lagged by the stream's length (beside a second suite, 3 of 50 once) read
+    # the last chunk in the same read as the tenth, and for the server that stream was over.
+    # One that hung up with the last piece or two unwritten may be either: the server sees a
+    # closed socket at its second write after the hang-up.
+    whole = sum(f.held_whole for f in left)
+    near = sum(f.held_whole or f.held >= PIECES - 2 for f in left)
+    assert len(hang_up) - near <= outcomes.count("client_disconnected") <= len(hang_up) - whole, (whole, near)
