@@ -14,7 +14,6 @@ public too. tests/unit/test_exports.py holds ``__all__`` to this.
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from .cassette import Cassette, Interaction, Outcome, Piece, Request, Response, load, save
 from .errors import (
     CassetteError,
     GateError,
@@ -30,6 +29,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .cassette import Cassette, Interaction, Outcome, Piece, Request, Response, load, save
     from .profiles import Profile, parse_profile
     from .serve import ReplayServer
     from .transport import AsyncReplayTransport, ReplayAdapter, ReplayTransport
@@ -63,10 +63,14 @@ __all__ = [
     "save",
 ]
 
-# Replay and profiles (streamtape.transport, .serve, .profiles): loaded on
-# first use so that `import streamtape` stays light (no httpx / requests /
-# asyncio server, no stream shapes: profiles alone nearly double the import time).
+# Every name but the errors and the version is loaded on first use, so that
+# `import streamtape` stays light: the CLI imports this package before it
+# knows which command runs (`streamtape --version` imports no cassette code),
+# and replay and profiles would bring httpx / requests / an asyncio server and
+# the stream shapes (profiles alone nearly double the import time).
 _LAZY = {
+    **dict.fromkeys(("Cassette", "Interaction", "Outcome", "Piece", "Request", "Response",
+                     "load", "save"), "cassette"),
     "ReplayTransport": "transport",
     "AsyncReplayTransport": "transport",
     "ReplayAdapter": "transport",

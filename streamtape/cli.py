@@ -24,22 +24,37 @@ EXIT_INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group that imports a command's module only when that command runs.
+
+    The commands are the public modules of :mod:`streamtape.commands`, one
+    command each, named as the module (less a trailing ``_``: ``import_`` is
+    ``import``). Listing them reads the package's directory and imports
+    nothing, so ``streamtape --version`` and ``streamtape show`` pay only for
+    themselves (click's documented lazy-group pattern).
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name.removesuffix("_") for name in _command_modules())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        modules = _command_modules()
+        module_name = next((m for m in (cmd_name, f"{cmd_name}_") if m in modules), None)
+        if module_name is None:
+            return None
+        module = importlib.import_module(f"{commands.__name__}.{module_name}")
+        found: list[click.Command] = [c for c in getattr(module, "commands", ()) if c.name == cmd_name]
+        return found[0] if found else None
+
+
+def _command_modules() -> set[str]:
+    return {m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")}
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="streamtape")
 def cli() -> None:
     """Record, replay and compare streaming LLM responses."""
-
-
-def _register() -> None:
-    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if mod.name.startswith("_"):  # shared helpers, not commands
-            continue
-        module = importlib.import_module(f"{commands.__name__}.{mod.name}")
-        for cmd in getattr(module, "commands", ()):
-            cli.add_command(cmd)
-
-
-_register()
 
 
 def error_line(message: str) -> None:

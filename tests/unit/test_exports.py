@@ -330,8 +330,45 @@ def test_import_streamtape_loads_no_client_proxy_or_server_module() -> None:
         cwd=Path(__file__).parents[2],
     ).stdout
     loaded = json.loads(out)
-    assert "streamtape.cassette" in loaded  # the measurement measures something
+    assert "streamtape.errors" in loaded  # the measurement measures something
+    # Not even the cassette code: the CLI imports this package before it knows which
+    # command runs, and `streamtape --version` needs none of it.
+    assert "streamtape.cassette" not in loaded
     heavy = sorted(
         m for m in loaded for top in FORBIDDEN_ON_IMPORT if m == top or m.startswith(top + ".")
     )
     assert not heavy, f"import streamtape loads {heavy}"
+
+
+def _modules_after_cli(*argv: str) -> list[str]:
+    code = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+        f"sys.argv = ['streamtape', *{list(argv)!r}]\n"
+        "from streamtape.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    return [m for m in json.loads(done.stderr.splitlines()[-1]) if m.startswith("streamtape")]
+
+
+def test_the_cli_imports_only_the_command_that_runs() -> None:
+    version = _modules_after_cli("--version")
+    assert not [m for m in version if m.startswith(("streamtape.commands.", "streamtape.cassette"))], version
+    profiles = _modules_after_cli("profiles")
+    assert "streamtape.commands.profiles" in profiles
+    assert [m for m in profiles if m.startswith("streamtape.commands.")] == ["streamtape.commands.profiles"]
+
+
+def test_the_cli_lists_every_command_module_without_a_registry() -> None:
+    from click.testing import CliRunner
+
+    from streamtape.cli import cli
+
+    modules = sorted(p.stem.removesuffix("_") for p in (Path(streamtape.__file__).parent / "commands").glob("*.py")
+                     if not p.name.startswith("_"))
+    out = CliRunner().invoke(cli, ["--help"]).output
+    listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()]
+    assert listed == modules
