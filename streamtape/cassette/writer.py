@@ -2,7 +2,9 @@
 :class:`BackgroundWriter` (the same on its own thread, for the proxy) and :func:`save`.
 
 Every ``end`` record is fsynced before the interaction is reported as saved; a
-write that fails cuts the file back to its last whole record. The writer stores
+write that fails cuts the file back to its last whole record. :func:`save`, which
+writes a batch it holds whole, fsyncs once: a new file is written beside the
+target and renamed into place, an append is fsynced at its end. The writer stores
 each request's digest (:mod:`streamtape.cassette.digest`) in the index record it
 appends to a large file, so a replay server opens it without reading it through.
 """
@@ -22,7 +24,7 @@ import msgpack
 from ..errors import CassetteError
 from .digest import WILDCARD, digest_of_begin
 from .index import INDEX_MIN_BYTES, INDEX_VERSION, Kind, TableBuilder, index_record
-from .lock import hold
+from .lock import cassette_lock, hold
 from .model import Interaction
 from .reader import open_layout
 from .records import (
@@ -59,9 +61,13 @@ class CassetteWriter:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], lock_timeout: float = 0.0, index_min_bytes: int = INDEX_MIN_BYTES
+        self, path: str | os.PathLike[str], lock_timeout: float = 0.0, index_min_bytes: int = INDEX_MIN_BYTES,
+        *, sync_ends: bool = True,
     ) -> None:
         self.path = Path(path)
+        self.sync_ends = sync_ends
+        """fsync after each ``end`` record (a live recorder); False: only at :meth:`close`
+        (a batch written whole, whose caller reports it saved once ``close`` returns)."""
         self.next_id = 0
         self.dropped_tail = 0
         self.index_min_bytes = index_min_bytes
@@ -105,7 +111,7 @@ class CassetteWriter:
             except OSError as e:
                 raise CassetteError(f"{self.path}: cannot create: {e.strerror or e}") from None
             self.version = FORMAT_VERSION
-            self._write([make_header()], sync=True)
+            self._write([make_header()], sync=self.sync_ends)
 
     def new_id(self) -> int:
         with self._id_lock:
@@ -234,11 +240,11 @@ class CassetteWriter:
 
     def write(self, records: Sequence[Record], sync: bool = False) -> None:
         """Append records in one write; fsync when ``sync`` (always for an ``end``)."""
-        self._write(records, sync or any(record_kind(r) == "end" for r in records))
+        self._write(records, sync or (self.sync_ends and any(record_kind(r) == "end" for r in records)))
 
     def add(self, ix: Interaction) -> None:
-        """Append a whole finished interaction."""
-        self.write(interaction_records(ix, self.new_id()), sync=True)
+        """Append a whole finished interaction (fsynced, unless the writer syncs at close only)."""
+        self.write(interaction_records(ix, self.new_id()), sync=self.sync_ends)
 
     def close(self) -> None:
         try:
@@ -262,10 +268,43 @@ SAVE_LOCK_WAIT_S = 120.0
 
 
 def save(path: str | os.PathLike[str], interactions: Iterable[Interaction]) -> None:
-    """Write (or append) interactions to a cassette file (waiting for another writer's lock)."""
-    with CassetteWriter(path, lock_timeout=SAVE_LOCK_WAIT_S) as w:
-        for ix in interactions:
-            w.add(ix)
+    """Write (or append) interactions to a cassette file (waiting for another writer's lock).
+
+    One fsync for the whole batch, not one per interaction (4,000 fsyncs took 3.0 s
+    of 4.7 s for 4,000 interactions on this project's machines). A new cassette is
+    written to a hidden file beside the target and renamed into place once it is on
+    disk, so the target never holds part of a batch; an append is fsynced once at
+    its end (a crash in between leaves a torn tail the reader drops and reports,
+    and every interaction the file held before).
+    """
+    target = Path(path)
+    with cassette_lock(target, SAVE_LOCK_WAIT_S):
+        if target.exists() and target.stat().st_size > 0:
+            with CassetteWriter(target, sync_ends=False) as w:
+                for ix in interactions:
+                    w.add(ix)
+            return
+        part = target.with_name(f".{target.name}.{os.getpid()}.part")
+        try:
+            with CassetteWriter(part, sync_ends=False) as w:
+                for ix in interactions:
+                    w.add(ix)
+            os.replace(part, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                part.unlink()
+            raise
+        _sync_folder(target.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so a rename in it is on disk (POSIX; a no-op where it cannot be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class BackgroundWriter:
