@@ -14,12 +14,14 @@ when a recorder in another process sits between them.
 from __future__ import annotations
 
 import math
+import platform
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from streamtape.stats import percentile
 
@@ -151,3 +153,13 @@ def pct(values: Sequence[float], q: float) -> float:
     99th, not the largest), NaN for no values."""
     v = percentile(values, q)
     return math.nan if v is None else float(v)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), printed with every figure."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
+                platform.processor() or "unknown")

@@ -65,6 +65,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._common import cpu_model
 from tests.support import ROOT
 
 MS = 1_000_000
@@ -431,8 +432,7 @@ def main() -> None:
         return
 
     node = shutil.which("node")
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown")
+    cpu = cpu_model()
     node_version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip() \
         if node else "not found (Node columns left out)"
     print(f"bench.boundaries: CPU {cpu}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "

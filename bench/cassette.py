@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._common import cpu_model
 from tests.support import ROOT
 from tests.support.processes import peak_rss_kib, rss_kib, start
 
@@ -180,6 +181,43 @@ def small_piece_writer_rate(path: Path, pieces: int = 2_000_000) -> float:
     return pieces / dt
 
 
+def save_rates(folder: Path, interactions: int, pieces: int) -> tuple[float, float]:
+    """Pieces/s through ``streamtape.save`` for ordinary ``Interaction`` values (a new file
+    on disk, fsynced), and the disk's own: the same bytes written and fsynced once (MiB/s)."""
+    import streamtape
+    from streamtape.cassette.model import Interaction, Request, Response
+    from streamtape.cassette.pieces import Piece
+    from streamtape.wire import Framing
+
+    texts = [t[:12] for t in chunk_texts()]
+    ixs = [Interaction(
+        Request("POST", f"http://llm.test/v1/chat/completions?k={k}",
+                headers=(("content-type", "application/json"),), body=request_body(k)),
+        Response(200, "OK", headers=(("content-type", "text/event-stream"),), framing=Framing.CHUNKED,
+                 pieces=tuple(Piece(20_000_000 + j * 25_000_000, b"data: {\"choices\":[{\"delta\":"
+                                    b"{\"content\":\"%s\"}}]}\n\n" % texts[j % 256])
+                              for j in range(pieces))),
+    ) for k in range(interactions)]
+    path = folder / "streamtape-bench-save.tape"
+    for p in (path, folder / "streamtape-bench-raw.bin"):
+        if p.exists():
+            p.unlink()
+    t = time.perf_counter()
+    streamtape.save(path, ixs)
+    save_s = time.perf_counter() - t
+    data = path.read_bytes()
+    path.unlink()
+    raw = folder / "streamtape-bench-raw.bin"
+    t = time.perf_counter()
+    with open(raw, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    raw_s = time.perf_counter() - t
+    raw.unlink()
+    return interactions * pieces / save_s, len(data) / raw_s / MIB
+
+
 # --------------------------------------------------------------------------- measuring
 
 
@@ -207,6 +245,13 @@ def run_cli(*args: str) -> Run:
         raise RuntimeError(f"streamtape {args} failed ({p.returncode}): {err[-2000:]}")
     hwm = [ln.split()[1] for ln in err.splitlines() if ln.startswith("HWM ")]
     return Run(dt, int(hwm[-1]))
+
+
+def run_bare() -> Run:
+    """``python -c pass`` the way :func:`run_cli` starts a child: the floor of any command."""
+    t = time.perf_counter()
+    subprocess.run([PY, "-P", "-c", HWM + "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return Run(time.perf_counter() - t, 0)
 
 
 def run_python(code: str, *args: str, env: dict[str, str] | None = None) -> Run:
@@ -339,9 +384,21 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--regenerate", action="store_true")
     ap.add_argument("--no-old", action="store_true", help="skip the loader from before the index")
+    ap.add_argument("--save-only", action="store_true",
+                    help="only the save() and CLI start-up figures (no big cassette)")
     args = ap.parse_args()
 
-    print(f"load average at start: {loadavg()}  ({os.cpu_count()} cores)")
+    print(f"load average at start: {loadavg()}  ({os.cpu_count()} cores, {cpu_model()})")
+    saves = [save_rates(args.dir, 4000, args.pieces) for _ in range(args.runs)]
+    print(f"save(): 4,000 interactions x {args.pieces} pieces to {args.dir}: "
+          f"{med([r / 1e6 for r, _ in saves])} M pieces/s {spread([r / 1e6 for r, _ in saves], '{:.2f}')}; "
+          f"the same bytes written raw and fsynced: {med([d for _, d in saves])} MiB/s "
+          f"{spread([d for _, d in saves], '{:.0f}')}   target >= 1 M pieces/s")
+    version = repeat(args.runs, lambda: run_cli("--version"))
+    bare = repeat(args.runs, run_bare)
+    print(f"streamtape --version {secs(version)} against python -c pass {secs(bare)}   target < 0.15 s")
+    if args.save_only:
+        return
     from streamtape import load
 
     def tape_for(mib: int, index: bool = True) -> tuple[Path, Generated | None]:
@@ -386,7 +443,6 @@ def main() -> None:
           f"{spread([r / 1e6 for r in rates], '{:.2f}')}   target >= 1 M pieces/s")
 
     # baselines
-    version = repeat(args.runs, lambda: run_cli("--version"))
     imp = repeat(args.runs, lambda: run_python(IMPORT_ONLY))
     raw = repeat(args.runs, lambda: run_python(READ_BYTES, str(path)))
     print(f"baseline: streamtape --version {secs(version)}, RSS {rss(version)}; "
