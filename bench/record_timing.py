@@ -1,0 +1,172 @@
+"""How true recorded timing is: N concurrent paced streams through ``streamtape record``,
+each piece's recorded time against the upstream's own write time, beside plain mitmdump.
+
+    .venv/bin/python -m bench.record_timing [--streams 1,50,100,200] [--events 100] [--gap-ms 20]
+
+The upstream (``python -m tests.support.reliability upstream``, a process of its
+own) writes ``--events`` SSE events ``--gap-ms`` apart on every stream, each
+stamped with the ``perf_counter_ns`` of its write (one clock for every process
+on Linux) and its index. For each N, N raw clients (one event loop) read N
+streams at once, started over 0.5 s:
+
+- through ``streamtape record``: the cassette's pieces against the stamps.
+  *Gap error*: each recorded gap between two pieces against the gap between the
+  upstream's writes of the events they hold. *Offset error*: each piece's
+  recorded offset from the stream's first piece against the same span between
+  the upstream's writes (the recorder's own start and the upstream's clock are
+  not comparable, so offsets are taken from the first piece; the first piece's
+  own delay is in the client-side lag). *Own piece*: the share of upstream writes
+  that were recorded as a piece of their own (one event per piece).
+- through plain ``mitmdump`` that only streams (the baseline): the client-side lag,
+  arrival minus write, which is the error any recording made behind mitmproxy's
+  event loop carries; the same lag through ``streamtape record`` beside it.
+
+Figures: p50, p99 and max in ms per N, median of ``--runs`` runs with the range
+(the CPU and load average printed). Targets (issue 19): one stream p99 offset
+error <= 2 ms and p99 gap error <= 1 ms; 100 streams p99 offset error <= 5 ms
+with >= 99% of writes kept as their own piece.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._common import cpu_model
+from streamtape.stats import percentile
+from tests.support.processes import STREAMTAPE, Child, start
+from tests.support.reliability import MS, event_latencies_ms, fetch_many, raise_fd_limit
+
+PLAIN_ADDON = "def responseheaders(flow):\n    flow.response.stream = True\n"
+_EVENT = re.compile(rb'"i": (\d+), "t": (\d+)')
+
+
+@dataclass
+class Figures:
+    gap: list[float]
+    offset: list[float]
+    own_share: float
+    lag_record: list[float]
+    lag_mitmdump: list[float]
+
+
+def _three(xs: list[float]) -> tuple[float, float, float]:
+    p50, p99 = percentile(xs, 50), percentile(xs, 99)
+    return (p50 or 0.0, p99 or 0.0, max(xs, default=0.0))
+
+
+def recorded_errors(tape: Path, events: int) -> tuple[list[float], list[float], float]:
+    """Gap and offset errors (ms) of every recorded piece against the stamps, and the share
+    of upstream writes that are a piece of their own."""
+    import streamtape
+
+    gaps: list[float] = []
+    offsets: list[float] = []
+    own = total = 0
+    for ix in streamtape.load(tape):
+        stamped: list[tuple[int, int]] = []  # (recorded offset, write time) per piece of one event
+        for p in ix.pieces:
+            found = _EVENT.findall(p.data)
+            own += len(found) == 1
+            if len(found) == 1:
+                stamped.append((p.at_ns, int(found[0][1])))
+        total += events
+        for (ra, wa), (rb, wb) in itertools.pairwise(stamped):
+            gaps.append(abs((rb - ra) - (wb - wa)) / MS)
+        if stamped:
+            r0, w0 = stamped[0]
+            offsets.extend(abs((r - r0) - (w - w0)) / MS for r, w in stamped[1:])
+    return gaps, offsets, own / total if total else 0.0
+
+
+def _paths(n: int, tag: str) -> list[str]:
+    return [f"/v1/chat/completions?c={tag}{i}" for i in range(n)]
+
+
+def one_run(up: str, n: int, events: int, tmp: Path, run: int) -> Figures:
+    tape = tmp / f"timing-{n}-{run}.tape"
+    addon = tmp / "plain.py"
+    addon.write_text(PLAIN_ADDON)
+    bindir = Path(sys.executable).parent
+    rec = start([*STREAMTAPE, "record", "--upstream", f"http://{up}", "--listen", "127.0.0.1:0",
+                 "-o", str(tape)], r"recording on (\S+:\d+)")
+    mitm = start([str(bindir / "mitmdump"), "-s", str(addon), "--mode", f"reverse:http://{up}",
+                  "--listen-host", "127.0.0.1", "-p", "0", "--set", "flow_detail=0"], r"listening at (\S+?:\d+)")
+    try:
+        # Alternate which goes first, so that drift in the machine's load hits both alike.
+        order: list[tuple[str, Child]] = [("record", rec), ("mitmdump", mitm)]
+        lags: dict[str, list[float]] = {}
+        for name, child in (order if run % 2 == 0 else order[::-1]):
+            got = asyncio.run(fetch_many("127.0.0.1", child.port, _paths(n, f"{name}{run}-"), stagger_s=0.5,
+                                         timeout=events * 0.1 + 60))
+            bad = [f.ending for f in got if f.ending != "complete"]
+            if bad:
+                raise SystemExit(f"{name}: {len(bad)} of {n} streams did not complete ({sorted(set(bad))})")
+            lags[name] = event_latencies_ms(got)
+    finally:
+        rec.stop(signal.SIGINT, timeout=60)
+        mitm.stop(signal.SIGINT, timeout=30)
+    gaps, offs, share = recorded_errors(tape, events)
+    tape.unlink()
+    return Figures(gaps, offs, share, lags["record"], lags["mitmdump"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.record_timing", description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", default="1,50,100,200", help="the concurrent stream counts, e.g. 1,50")
+    ap.add_argument("--events", type=int, default=100, help="events per stream")
+    ap.add_argument("--gap-ms", type=float, default=20.0, help="the upstream's gap between writes")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    a = ap.parse_args()
+    counts = [int(x) for x in a.streams.split(",")]
+    raise_fd_limit(4 * max(counts) + 200)
+    print(f"bench.record_timing: CPU {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
+          f"{a.events} events {a.gap_ms:g} ms apart per stream, {a.runs} runs per N", flush=True)
+    up = start([sys.executable, "-m", "tests.support.reliability", "upstream", "--events", str(a.events),
+                "--gap-ms", str(a.gap_ms)], r"upstream on (\S+:\d+)")
+    out: dict[int, list[Figures]] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-record-timing-") as tmp:
+            for n in counts:
+                out[n] = []
+                for r in range(a.runs):
+                    print(f"N={n}: run {r + 1}/{a.runs}...", file=sys.stderr, flush=True)
+                    out[n].append(one_run(up.address, n, a.events, Path(tmp), r))
+    finally:
+        up.stop(signal.SIGTERM, timeout=10)
+
+    def cell(runs: list[Figures], pick: str) -> str:
+        trip = [_three(getattr(f, pick)) for f in runs]
+        return " / ".join(f"{statistics.median(t[k] for t in trip):.2f} ({min(t[k] for t in trip):.2f}-"
+                          f"{max(t[k] for t in trip):.2f})" for k in range(3))
+
+    print("\nms, p50 / p99 / max, median of the runs (range)")
+    for n, runs in out.items():
+        shares = [f.own_share * 100 for f in runs]
+        print(f"N={n}:")
+        print(f"  recorded gap error     {cell(runs, 'gap')}")
+        print(f"  recorded offset error  {cell(runs, 'offset')}")
+        print(f"  writes kept as their own piece: {statistics.median(shares):.2f}% "
+              f"({min(shares):.2f}-{max(shares):.2f})")
+        print(f"  client lag through streamtape record {cell(runs, 'lag_record')}")
+        print(f"  client lag through plain mitmdump    {cell(runs, 'lag_mitmdump')}  (the baseline)")
+    print(f"load at end {os.getloadavg()[0]:.2f}")
+    if a.json:
+        print(json.dumps({n: [{"gap": _three(f.gap), "offset": _three(f.offset), "own": f.own_share,
+                               "lag_record": _three(f.lag_record), "lag_mitmdump": _three(f.lag_mitmdump)}
+                              for f in runs] for n, runs in out.items()}))
+
+
+if __name__ == "__main__":
+    main()
