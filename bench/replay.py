@@ -77,6 +77,7 @@ from pathlib import Path
 
 from bench import _loadgen
 from bench._common import pct
+from bench._precision import precision_section
 from tests.support import ROOT
 from tests.support.processes import STREAMTAPE, children, cpu_s, rss_kib, start
 
@@ -480,6 +481,8 @@ async def bench(args: argparse.Namespace) -> None:
         await capacity_section(args, tape, offsets)
     if 8 in args.sections:
         await three_runs_section(args, tape, offsets)
+    if 9 in args.sections:
+        await asyncio.to_thread(precision_section, tmp, args.handful, args.plays)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on this machine "
           "competes for the CPUs and shows up as timing error)", flush=True)
 
@@ -744,7 +747,9 @@ def main() -> None:
                     help="run the client and servers at SCHED_FIFO priority 1 (root): "
                          "a quiet machine's figures on a busy one")
     ap.add_argument("--sections", type=lambda s: {int(x) for x in s.split(",")},
-                    default={1, 2, 3, 4, 5, 6, 7, 8}, help="which figures, e.g. 1,3")
+                    default={1, 2, 3, 4, 5, 6, 7, 8, 9}, help="which figures, e.g. 1,3")
+    ap.add_argument("--handful", type=int, default=4, help="section 9's concurrent streams")
+    ap.add_argument("--plays", type=int, default=10, help="section 9's plays per server and count")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--tape", help=argparse.SUPPRESS)
     ap.add_argument("--profile", default="faithful", help=argparse.SUPPRESS)
