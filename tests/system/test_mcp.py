@@ -10,6 +10,7 @@ against ``streamtape serve`` and the in-process transport.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ import streamtape
 from streamtape.mcp import sessions_of
 from tests.support.mcp_client import SessionSeen, run_session, session
 from tests.support.processes import STREAMTAPE, Child, start
-from tests.support.recording import recording
+from tests.support.recording import recording, run_main
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +138,34 @@ def test_a_client_resuming_with_last_event_id_gets_the_events_after_it(resumable
     assert '"progress":2.0' in r.text and "counted to 3" in r.text
     assert missing.status_code >= 400
     assert "no recorded stream of MCP session" in missing.text
+
+
+def test_show_mcp_lists_the_session_as_one_entry_with_its_calls(recorded: Recorded, capsys) -> None:
+    code, out, _ = run_main("show", recorded.tape, "--mcp", capsys=capsys)
+    assert code == 0
+    head, *rows = out.splitlines()
+    assert head.startswith(f"MCP session {recorded.seen.session_id}: 4 calls, 7 exchanges (#0-#6)")
+    assert "server streamtape-test" in head
+    call = next(r for r in rows if "tools/call count (id 2)" in r)
+    assert "3 (3/3)" in call and call.rstrip().endswith("result")
+    assert any("DELETE (end of session)" in r for r in rows)
+    assert any("GET stream" in r for r in rows)
+    code, listing, _ = run_main("show", recorded.tape, capsys=capsys)
+    assert "7 of these are MCP exchanges" in listing and "--mcp lists them by session" in listing
+
+
+def test_show_mcp_text_and_json_give_the_tool_results(recorded: Recorded, capsys) -> None:
+    code, out, _ = run_main("show", recorded.tape, "--mcp", "--text", capsys=capsys)
+    assert code == 0
+    assert out.splitlines() == ["[tools/call count (id 2)] result", "counted to 3",
+                                "[resources/read notes://today (id 3)] result", "buy milk; café at 5€"]
+    code, out, _ = run_main("show", recorded.tape, "--mcp", "--json", capsys=capsys)
+    [doc] = json.loads(out)
+    call = next(c for c in doc["calls"] if c["name"] == "count")
+    assert call["text"] == "counted to 3" and call["arguments"] == {"n": 3}
+    assert [p["message"] for p in call["progress"]] == ["step 1", "step 2", "step 3"]
+
+
+def test_show_mcp_refuses_an_interaction_index_in_one_line(recorded: Recorded, capsys) -> None:
+    code, _, err = run_main("show", recorded.tape, "--mcp", "-i", "2", capsys=capsys)
+    assert code != 0 and "--mcp lists whole sessions" in err and "Traceback" not in err
