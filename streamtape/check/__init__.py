@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from ..cassette.model import Interaction, Outcome
-from ..shapes import Analysis, ShapeName, analyze
+from ..shapes import Analysis, ShapeName, WireEvent, a2a, agui, analyze
 
 # Shapes whose stream ends with a literal ``data: [DONE]``.
 DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
@@ -25,6 +26,13 @@ FINAL_MARKER: dict[ShapeName, str] = {
     "ollama-generate": '"done": true',
     "llamacpp": '"stop": true',
     "tgi": "a final event with details",
+    "ag-ui": "RUN_FINISHED or RUN_ERROR",
+    "a2a": "a final task state",
+}
+# Each agent format's own findings: (code, message, event) from its wire events.
+SHAPE_FINDINGS: dict[ShapeName, Callable[[Sequence[WireEvent]], list[tuple[str, str, int | None]]]] = {
+    "ag-ui": agui.findings,
+    "a2a": a2a.findings,
 }
 USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
 
@@ -45,6 +53,8 @@ Code = Literal[
     "refusal", "reasoning-inline",
     # WebSocket sessions (streamtape.check.websocket)
     "close-abnormal", "no-response-done",
+    # agent streams (streamtape.shapes.agui, streamtape.shapes.a2a)
+    "tool-call-open", "task-not-final",
 ]
 """A finding's code: stable, for scripts."""
 
@@ -186,6 +196,8 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
     if a.shape in USAGE_OPTIN and usage_requested(ix) and a.usage is None:
         out.append(Finding("usage-missing", "usage missing though stream_options.include_usage "
                            "was requested"))
+    if (own := SHAPE_FINDINGS.get(a.shape)) is not None:
+        out.extend(Finding(cast(Code, code), message, event) for code, message, event in own(a.wire_events))
     if a.partial_tail.strip():
         out.append(Finding("cut-event", f"the stream ends inside an event "
                            f"({len(a.partial_tail)} bytes after the last complete event)"))
