@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, cast
 
+from ..capture.mcp import SESSION_HEADER
 from ..cassette.model import Interaction, Outcome
 from ..shapes import Analysis, ShapeName, WireEvent, a2a, agui, analyze
 
@@ -97,7 +98,9 @@ def left_after_end(ix: Interaction, analysis: Analysis | None = None) -> bool:
     ``client_disconnected``, though nothing was lost. ``check`` reports no
     ``outcome`` finding for such a stream, ``diff`` shows the outcome difference
     without counting it, and a shadow session compares such a primary as
-    complete; the recorded outcome stays as it was (``show`` prints it).
+    complete; the recorded outcome stays as it was (``show`` prints it). An MCP
+    session's GET stream (the server's own messages) has no end marker: it
+    ends when the client leaves the session, so its client hanging up is its end.
 
     The end marker is the format's own (:data:`DONE_SENTINEL`, :data:`FINAL_MARKER`,
     or ``data: [DONE]`` in a generic SSE stream: the analysis' ``done``), or in a
@@ -109,6 +112,8 @@ def left_after_end(ix: Interaction, analysis: Analysis | None = None) -> bool:
     """
     if ix.outcome is not Outcome.CLIENT_DISCONNECTED or ix.response is None:
         return False
+    if ix.request.method.upper() == "GET" and ix.request.header(SESSION_HEADER) is not None:
+        return True
     a = analysis if analysis is not None else analyze(ix)
     return a.done or _jsonrpc_answered(ix, a)
 

@@ -169,3 +169,8 @@ def test_show_mcp_text_and_json_give_the_tool_results(recorded: Recorded, capsys
 def test_show_mcp_refuses_an_interaction_index_in_one_line(recorded: Recorded, capsys) -> None:
     code, _, err = run_main("show", recorded.tape, "--mcp", "-i", "2", capsys=capsys)
     assert code != 0 and "--mcp lists whole sessions" in err and "Traceback" not in err
+
+
+def test_check_finds_nothing_wrong_in_a_whole_session(recorded: Recorded, capsys) -> None:
+    code, out, _ = run_main("check", recorded.tape, capsys=capsys)
+    assert code == 0 and out.rstrip().endswith("0 findings in 7 interactions")
