@@ -62,7 +62,7 @@ def agui_events(events: list[BaseEvent]) -> list[bytes]:
     return [encoder.encode(e).encode() for e in events]
 
 
-def _task_id(state: int, message: str | None = None) -> a2a.TaskStatus:
+def _status(state: int, message: str | None = None) -> a2a.TaskStatus:
     status = a2a.TaskStatus(state=state)  # type: ignore[arg-type]
     if message is not None:
         status.message.CopyFrom(a2a.Message(message_id="s1", role=a2a.ROLE_AGENT,
@@ -72,14 +72,14 @@ def _task_id(state: int, message: str | None = None) -> a2a.TaskStatus:
 
 A2A_DONE: list[a2a.StreamResponse] = [
     a2a.StreamResponse(task=a2a.Task(id="task-1", context_id="ctx-1",
-                                     status=_task_id(a2a.TASK_STATE_SUBMITTED))),
+                                     status=_status(a2a.TASK_STATE_SUBMITTED))),
     a2a.StreamResponse(status_update=a2a.TaskStatusUpdateEvent(
-        task_id="task-1", context_id="ctx-1", status=_task_id(a2a.TASK_STATE_WORKING, "looking it up"))),
+        task_id="task-1", context_id="ctx-1", status=_status(a2a.TASK_STATE_WORKING, "looking it up"))),
     a2a.StreamResponse(artifact_update=a2a.TaskArtifactUpdateEvent(
         task_id="task-1", context_id="ctx-1",
         artifact=a2a.Artifact(artifact_id="a1", parts=[a2a.Part(text="The answer is 42")]))),
     a2a.StreamResponse(status_update=a2a.TaskStatusUpdateEvent(
-        task_id="task-1", context_id="ctx-1", status=_task_id(a2a.TASK_STATE_COMPLETED))),
+        task_id="task-1", context_id="ctx-1", status=_status(a2a.TASK_STATE_COMPLETED))),
 ]
 A2A_STUCK = A2A_DONE[:2]
 """Submitted, then working, then the stream ends."""
