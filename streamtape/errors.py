@@ -9,6 +9,7 @@ The tree::
     │   └── GateError        a malformed ``diff --fail-on`` timing gate
     ├── ProfileError         a replay profile is unknown or malformed
     ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
+    │   └── McpOrderError    an MCP session's call is not its recorded next one (``.session``, ``.call``)
     ├── SessionError         an in-process transport matched a WebSocket session (``.index``)
     ├── UpstreamError        the upstream server could not be reached
     ├── WorkerError          a worker of ``serve --workers`` stopped on its own (``.index``)
@@ -25,7 +26,7 @@ is decided at that edge, not here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .match.matcher import Closest, RequestKey
@@ -82,6 +83,27 @@ class NoMatchError(StreamtapeError):
     def cassette(self) -> str | None:
         """The file name of the closest recording's cassette, or None when not known."""
         return self.closest.cassette if self.closest is not None else None
+
+
+class McpOrderError(NoMatchError):
+    """A replayed MCP client's call is not the recorded session's next call.
+
+    ``session`` is the ``Mcp-Session-Id``, ``call`` the call's number in the
+    session (``initialize`` is call 1); the message names
+    the call the client sent, the recorded one and the first place they differ.
+    """
+
+    def __init__(self, message: str, *, session: str, call: int, request: RequestKey | None = None) -> None:
+        super().__init__(message, request=request)
+        self.session = session
+        self.call = call
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_mcp_order_error, (str(self), self.session, self.call))
+
+
+def _mcp_order_error(message: str, session: str, call: int) -> McpOrderError:
+    return McpOrderError(message, session=session, call=call)
 
 
 class SessionError(StreamtapeError):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, cast
 
+from ..capture.mcp import SESSION_HEADER
 from ..cassette.model import Interaction, Outcome
-from ..shapes import Analysis, ShapeName, analyze
+from ..shapes import Analysis, ShapeName, WireEvent, a2a, agui, analyze
 
 # Shapes whose stream ends with a literal ``data: [DONE]``.
 DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
@@ -25,6 +27,13 @@ FINAL_MARKER: dict[ShapeName, str] = {
     "ollama-generate": '"done": true',
     "llamacpp": '"stop": true',
     "tgi": "a final event with details",
+    "ag-ui": "RUN_FINISHED or RUN_ERROR",
+    "a2a": "a final task state",
+}
+# Each agent format's own findings: (code, message, event) from its wire events.
+SHAPE_FINDINGS: dict[ShapeName, Callable[[Sequence[WireEvent]], list[tuple[str, str, int | None]]]] = {
+    "ag-ui": agui.findings,
+    "a2a": a2a.findings,
 }
 USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
 
@@ -45,6 +54,8 @@ Code = Literal[
     "refusal", "reasoning-inline",
     # WebSocket sessions (streamtape.check.websocket)
     "close-abnormal", "no-response-done",
+    # agent streams (streamtape.shapes.agui, streamtape.shapes.a2a)
+    "tool-call-open", "task-not-final",
 ]
 """A finding's code: stable, for scripts."""
 
@@ -87,7 +98,9 @@ def left_after_end(ix: Interaction, analysis: Analysis | None = None) -> bool:
     ``client_disconnected``, though nothing was lost. ``check`` reports no
     ``outcome`` finding for such a stream, ``diff`` shows the outcome difference
     without counting it, and a shadow session compares such a primary as
-    complete; the recorded outcome stays as it was (``show`` prints it).
+    complete; the recorded outcome stays as it was (``show`` prints it). An MCP
+    session's GET stream (the server's own messages) has no end marker: it
+    ends when the client leaves the session, so its client hanging up is its end.
 
     The end marker is the format's own (:data:`DONE_SENTINEL`, :data:`FINAL_MARKER`,
     or ``data: [DONE]`` in a generic SSE stream: the analysis' ``done``), or in a
@@ -99,6 +112,8 @@ def left_after_end(ix: Interaction, analysis: Analysis | None = None) -> bool:
     """
     if ix.outcome is not Outcome.CLIENT_DISCONNECTED or ix.response is None:
         return False
+    if ix.request.method.upper() == "GET" and ix.request.header(SESSION_HEADER) is not None:
+        return True
     a = analysis if analysis is not None else analyze(ix)
     return a.done or _jsonrpc_answered(ix, a)
 
@@ -186,6 +201,8 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
     if a.shape in USAGE_OPTIN and usage_requested(ix) and a.usage is None:
         out.append(Finding("usage-missing", "usage missing though stream_options.include_usage "
                            "was requested"))
+    if (own := SHAPE_FINDINGS.get(a.shape)) is not None:
+        out.extend(Finding(cast(Code, code), message, event) for code, message, event in own(a.wire_events))
     if a.partial_tail.strip():
         out.append(Finding("cut-event", f"the stream ends inside an event "
                            f"({len(a.partial_tail)} bytes after the last complete event)"))

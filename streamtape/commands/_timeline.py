@@ -57,6 +57,9 @@ def event_detail(e: Event) -> str:
         return " ".join(parts)
     if k == "error":
         return e.error if isinstance(e.error, str) else json.dumps(e.error, ensure_ascii=False)
+    if k == "state":
+        t = json.dumps(e.state, ensure_ascii=False)
+        return t if len(t) <= 120 else t[:119] + "…"
     return ""
 
 
@@ -139,6 +142,7 @@ def result_json(analysis: Analysis) -> dict[str, Any]:
         "choices": [choice_json(c) for c in analysis.choices],
         "usage": usage_json(analysis),
         "errors": [e.error for e in analysis.errors],
+        "states": analysis.states,
         "done": analysis.done,
     }
 
@@ -168,7 +172,7 @@ def event_json(e: Event) -> dict[str, Any]:
     d: dict[str, Any] = {"offset_ms": e.at_ns / 1e6, "kind": e.kind}
     for name in ("role", "text", "index", "id", "name", "arguments", "reason", "raw_reason",
                  "prompt_tokens", "completion_tokens", "durations", "error", "source",
-                 "special", "channel", "choice", "signature", "redacted", "reasoning_tokens"):
+                 "special", "channel", "choice", "signature", "redacted", "reasoning_tokens", "state"):
         v = getattr(e, name)
         if v is not None:
             d[name] = v

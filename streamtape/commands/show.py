@@ -9,6 +9,7 @@ from typing import TypedDict
 
 import click
 
+from ..capture.mcp import is_mcp_exchange
 from ..cassette.model import Interaction
 from ..cassette.reader import Cassette, load
 from ..errors import OptionError
@@ -69,8 +70,13 @@ def listing_lines(cas: Cassette) -> Iterator[str]:
     head = ("#", "method", "path", "status", "pieces", "bytes", "ttfb ms", "dur ms", "outcome", "labels")
     right = {0, 3, 4, 5, 6, 7}
 
+    mcp: list[int] = []
+
     def row(n: int, ix: Interaction) -> tuple[str, ...]:
         s = summary(ix)
+        if ix.websocket is None and is_mcp_exchange(
+                ix.request.method, ix.request.headers, ix.response.headers if ix.response else ()):
+            mcp.append(n)
         return (
             str(n),
             str(s["method"]),
@@ -97,6 +103,9 @@ def listing_lines(cas: Cassette) -> Iterator[str]:
     del first
     for n, ix in rows:
         yield line(row(n, ix), widths)
+    if mcp:
+        yield (f"{len(mcp)} of these are MCP exchanges (#{', #'.join(map(str, mcp[:8]))}"
+               f"{', ...' if len(mcp) > 8 else ''}): --mcp lists them by session")
 
 
 def listing_json(cas: Cassette) -> Iterator[str]:
@@ -185,23 +194,41 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
               help="With -i: the assembled reasoning (thinking) alone.")
 @click.option("--shape", default=None, metavar="NAME",
               help=f"Read the stream as this format instead of detecting it: {', '.join(SHAPES)}.")
+@click.option("--mcp", "show_mcp", is_flag=True,
+              help="The MCP sessions, each one entry with its calls (--text: the results).")
 def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
-         show_reasoning: bool, shape: str | None) -> None:
+         show_reasoning: bool, shape: str | None, show_mcp: bool) -> None:
     """List a cassette's interactions, or print one interaction's stats and timeline (-i N).
 
     A WebSocket session (-i N) lists its messages (offset, gap, direction, size,
     the JSON type of each event); --events adds each event's JSON, --text gives
     a Realtime session's assembled text (text and audio-transcript deltas).
+
+    --mcp lists each MCP session as one entry: its calls in order (method, tool
+    or resource, progress notifications, result or error, timing); with --text
+    the results' text, with --json all of it.
     """
     if shape is not None:
         check_shape(shape)
-    if index is None and (show_events or show_text or show_reasoning):
+    if index is None and not show_mcp and (show_events or show_text or show_reasoning):
         raise OptionError("--events, --text and --reasoning need an interaction: add -i N")
     if show_text and show_reasoning and not as_json:
         raise OptionError("--text and --reasoning each print one text alone: use one, "
                           "or add --json for both")
+    if show_mcp and (index is not None or show_events or show_reasoning):
+        raise OptionError("--mcp lists whole sessions: it takes --text or --json, not -i, --events or --reasoning")
     cas = load(file)
     warn(cas)
+    if show_mcp:  # streamtape.commands._mcp
+        from ._mcp import mcp_json, mcp_lines, mcp_text_lines
+
+        ixs = list(cas)
+        if as_json:
+            click.echo(mcp_json(ixs))
+        else:
+            for line in mcp_text_lines(ixs) if show_text else mcp_lines(ixs):
+                click.echo(line)
+        return
     if index is None:
         if as_json:
             for part in listing_json(cas):

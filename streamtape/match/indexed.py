@@ -37,6 +37,7 @@ from ..cassette.digest import WILDCARD, digest_parts, request_digest
 from ..cassette.model import Interaction, Request
 from ..cassette.reader import Cassette
 from .matcher import Closest, Matcher, RequestKey
+from .mcp import SessionOrder
 
 __all__ = [
     "INDEXED_MATCH_MIN",
@@ -156,6 +157,8 @@ class IndexedMatcher(Matcher):
         super().__init__((), **options)
         self.interactions = interactions
         self._used = [0] * len(interactions)
+        self._mcp = SessionOrder(len(interactions), self._recorded_request, self._recorded_key,
+                                 self._cmp.json)
         digests = interactions.stored_digests() if not self.ignore_fields else None
         if digests is None:
             strip = self._cmp.strip if self.ignore_fields else None
@@ -177,6 +180,11 @@ class IndexedMatcher(Matcher):
                 had.append(i)
         self._keys_cache: OrderedDict[int, RequestKey] = OrderedDict()
         self._keys_lock = threading.Lock()
+
+    def _recorded_request(self, i: int) -> Request:
+        if isinstance(self.interactions, CassetteChain):
+            return self.interactions.request(i)
+        return self.interactions[i].request
 
     def _recorded_key(self, i: int) -> RequestKey:
         with self._keys_lock:

@@ -51,8 +51,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..capture.redaction import DEFAULT_REDACT_HEADERS
 from ..cassette.digest import has_redacted
-from ..cassette.model import REDACTED, Interaction
+from ..cassette.model import REDACTED, Interaction, Request
 from ..errors import NoMatchError
+from .mcp import SessionOrder
 
 __all__ = [
     "NOT_JSON",
@@ -445,6 +446,9 @@ class Matcher:
         self._received: RequestJournal = (
             journal if journal is not None else deque(maxlen=keep_received)
         )
+        self._mcp = SessionOrder(len(self.interactions), self._recorded_request, self._recorded_key,
+                                 self._cmp.json)
+        """MCP sessions: their calls in recorded order (:mod:`streamtape.match.mcp`)."""
 
     @property
     def received(self) -> list[dict[str, Any]]:
@@ -477,9 +481,24 @@ class Matcher:
     ) -> tuple[int, Interaction]:
         key = RequestKey.of(method, url, headers, body)
         candidates = self._candidates(key)
+        mcp_session = self._mcp.applies(key)
         with self._lock:
             entry = self._entry(key)
             try:
+                try:  # an MCP session's call, or a stream resumed after Last-Event-ID
+                    resumed = self._mcp.resume(key, self.interactions.__getitem__)
+                    if resumed is None and mcp_session is not None:
+                        chosen = self._mcp.choose(mcp_session, key, candidates)
+                except NoMatchError as e:
+                    entry["error"] = str(e)
+                    raise
+                if resumed is not None:
+                    entry["matched"] = resumed[0]
+                    return resumed
+                if mcp_session is not None:
+                    self._used[chosen] += 1
+                    entry["matched"] = chosen
+                    return chosen, self.interactions[chosen]
                 if not candidates:
                     closest = self._closest(key)
                     entry["error"] = msg = _no_match_message(key, closest, self._several_sources())
@@ -499,7 +518,10 @@ class Matcher:
                     chosen = candidates[-1]
                 self._used[chosen] += 1
                 entry["matched"] = chosen
-                return chosen, self.interactions[chosen]
+                ix = self.interactions[chosen]
+                if ix.response is not None:
+                    self._mcp.served(key, ix.response.headers)
+                return chosen, ix
             finally:
                 self._received.append(entry)  # finished: a shared journal stores it as it is
 
@@ -535,6 +557,14 @@ class Matcher:
             if not self._cmp.differs(rk, key):
                 candidates.append(i)
         return candidates
+
+    def _recorded_request(self, i: int) -> Request:
+        """Recorded request ``i`` (a subclass may read it from its file)."""
+        return self.interactions[i].request
+
+    def _recorded_key(self, i: int) -> RequestKey:
+        """Recorded request ``i`` as matching compares it."""
+        return self._keys[i]
 
     def _entry(self, key: RequestKey) -> dict[str, Any]:
         secret = set(DEFAULT_REDACT_HEADERS)

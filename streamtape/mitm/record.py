@@ -59,6 +59,7 @@ from mitmproxy.proxy import server_hooks
 from mitmproxy.proxy.tunnel import TunnelLayer
 
 from ..capture.credentials import Credential
+from ..capture.mcp import is_mcp_exchange
 from ..capture.recorder import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
 from ..cassette.model import Interaction, Outcome, Request
 from ..cassette.records import Record
@@ -415,6 +416,8 @@ class RecordAddon(FailLoudly):
             self.record_all
             or is_upgrade_request(flow.request)  # a refused WebSocket upgrade (401, 404) is recorded too
             or is_streaming(resp.http_version, h.get("content-type"), h.get("transfer-encoding"))
+            # An MCP session is kept whole: its 202s, its DELETE, its JSON answers too.
+            or is_mcp_exchange(flow.request.method, _headers(flow.request.headers), _headers(h))
         )
         if wanted and self.filter is not None:
             wanted = self.filter(flow)

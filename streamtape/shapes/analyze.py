@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from ..cassette.model import Interaction
 from ..errors import ShapeError
 from . import (
+    a2a,
+    agui,
     anthropic,
     generic,
     llamacpp,
@@ -46,6 +48,8 @@ NORMALIZERS: dict[ShapeName, Normalizer] = {
     "llamacpp": llamacpp.normalize,
     "tgi": tgi.normalize,
     "anthropic": anthropic.normalize,
+    "ag-ui": agui.normalize,
+    "a2a": a2a.normalize,
     "sse": generic.normalize,
     "ndjson": generic.normalize,
 }
@@ -244,6 +248,8 @@ def assemble(a: Analysis) -> Analysis:
             a.errors.append(e)
         elif k == "done":
             a.done = True
+        elif k == "state":
+            a.states.append(e.state)
         elif k == "start" and ch.role is None:
             ch.role = e.role
     a.choices = [parts[i].build(i) for i in sorted(parts)]

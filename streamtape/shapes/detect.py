@@ -7,6 +7,7 @@ import re
 from typing import Any, get_args
 
 from ..cassette.model import Interaction
+from . import a2a, agui
 from .body import decoded_body
 from .model import ShapeName, Wire
 from .ndjson import NDJSONParser
@@ -24,6 +25,8 @@ WIRE_OF_SHAPE: dict[ShapeName, Wire | None] = {
     "llamacpp": "sse",
     "tgi": "sse",
     "anthropic": "sse",
+    "ag-ui": "sse",
+    "a2a": "sse",
     "sse": "sse",
     "ndjson": "ndjson",
     "raw": None,
@@ -89,6 +92,10 @@ def shape_of_value(v: Any, event: str = "message") -> ShapeName | None:
     """
     if not isinstance(v, dict):
         return None
+    if agui.is_agui(v):
+        return "ag-ui"
+    if a2a.is_a2a(v):
+        return "a2a"
     choices = v.get("choices")
     if isinstance(choices, list) and (s := _choices_shape(choices)) is not None:
         return s

@@ -21,6 +21,8 @@ ShapeName = Literal[
     "llamacpp",
     "tgi",
     "anthropic",
+    "ag-ui",
+    "a2a",
     "sse",
     "ndjson",
     "raw",
@@ -32,6 +34,7 @@ Wire = Literal["sse", "ndjson"]
 
 EventKind = Literal[
     "start", "text", "reasoning", "refusal", "tool_call", "finish", "usage", "error", "done",
+    "state",
 ]
 """What a normalized event says. ``reasoning`` (the model's thinking) and ``refusal`` (a
 refusal in place of an answer) are kinds of their own, never ``text``: a consumer that
@@ -88,6 +91,8 @@ class Event:
       ``durations`` (ns)
     - error: ``error`` (the error object or message)
     - done: the format's final marker (``[DONE]``, ``message_stop``, ``done: true``...)
+    - state: an agent's state (``state``): AG-UI's ``{"snapshot": ...}`` or ``{"delta":
+      [...]}``, an A2A task's ``{"task": ID, "state": "working", "message": ...}``
 
     ``source`` is the index of the wire event it came from; ``choice`` the
     OpenAI choice index when the format has several (None counts as choice 0).
@@ -115,6 +120,7 @@ class Event:
     signature: str | None = None
     redacted: str | None = None
     reasoning_tokens: int | None = None
+    state: Any = None
 
     @property
     def is_content(self) -> bool:
@@ -204,6 +210,8 @@ class Analysis:
     cut_chars: int = 0
     invalid_json: list[int] = field(default_factory=list)
     usage_chunk: bool = False
+    states: list[Any] = field(default_factory=list)
+    """The ``state`` of every state event, in order (agent streams: AG-UI, A2A)."""
     role_chunk: bool = False
     events_count: int = 0
     pieces: int = 0
