@@ -197,6 +197,7 @@ class Rerun:
         plan = sends(self.schedule, [it.recording.request.started_at for it in self.items],
                      [it.recording.duration_ns or 0 for it in self.items])
         closed = self.schedule.arrivals is Arrivals.CLOSED
+        blocked_until = 0
         limit = int(self.schedule.duration_s * 1e9) if self.schedule.duration_s is not None else None
         try:
             for send in plan:
@@ -209,12 +210,17 @@ class Rerun:
                     break
                 late = 0
                 if self._slots is not None:
-                    missed = self._slots.locked() and not closed
+                    waited = self._slots.locked()
                     if await self._acquire():
                         break
-                    if missed:
+                    now = clock()
+                    # Late because of the cap: it waited for a slot, or it fell due while
+                    # a send before it waited for one.
+                    if not closed and (waited or due < blocked_until):
                         self.counts.missed += 1
-                        late = max(0, clock() - due)
+                        late = max(0, now - due)
+                    if waited:
+                        blocked_until = now
                 self._launch(send, late)
             await self._drain()
         finally:
@@ -248,7 +254,7 @@ class Rerun:
         primary = primary_copy(item.recording, pair, self.run_id)
         self.submit(interaction_records(primary, self.new_id()))
         labels = {LABEL_PAIR: pair}
-        if late_ns >= 1_000_000:
+        if late_ns:
             labels[LABEL_LATE] = f"{late_ns / 1e6:.1f}"
             self.counts.late_max_ns = max(self.counts.late_max_ns, late_ns)
         self.counts.scheduled += 1
