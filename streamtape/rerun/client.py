@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import socket
 import ssl
@@ -261,6 +262,24 @@ async def exchange_async(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSL
             transport.close()
 
 
+def _connect(host: str, port: int, timeout_s: float) -> socket.socket:
+    """A TCP connection; an IP address is connected to without a name lookup (under
+    gevent a lookup goes through its resolver's thread pool, which a busy Locust worker
+    was seen to leave waiting for seconds)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return socket.create_connection((host, port), timeout=timeout_s)
+    sock = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        sock.connect((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def exchange_sync(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSLContext | None = None,
                   clock: Clock = time.perf_counter_ns) -> None:
     """Run one exchange on a blocking socket (gevent's, under Locust); its outcome is on ``ex``."""
@@ -270,7 +289,7 @@ def exchange_sync(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSLContext
     ex.begin(asked)
     sock: socket.socket | None = None
     try:
-        sock = socket.create_connection((w.host, w.port), timeout=timeout_s)
+        sock = _connect(w.host, w.port, timeout_s)
         if w.tls:
             sock = (ssl_context or ssl.create_default_context()).wrap_socket(sock, server_hostname=w.host)
         ready = clock()

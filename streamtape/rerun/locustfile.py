@@ -35,8 +35,10 @@ What the users do:
   them; ``streamtape merge OUT.worker*.tape -o OUT.tape`` joins them and
   ``streamtape diff OUT.tape`` compares the session with its rerun.
 
-Writes go to a thread of their own (a real one, not a greenlet), so a file
-write never stalls the users' sockets.
+Records are batched and written by one greenlet every 100 ms (one write and
+one fsync per batch), so the users' sockets wait for the disk at most once per
+batch. (Not a thread: the writer's locks, monkey-patched by gevent, must not
+be shared between a greenlet and a real thread.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from gevent.threadpool import ThreadPool
 from locust import User, events, task
 from locust.env import Environment
 from locust.exception import StopUser
@@ -119,7 +120,7 @@ class _Worker:
         self.path = out if count == 1 and not isinstance(env.runner, WorkerRunner) else \
             out.with_name(f"{out.stem}.worker{index}{out.suffix or '.tape'}")
         self.writer = CassetteWriter(self.path)
-        self.pool = ThreadPool(1)
+        self.pending: list[Record] = []
         self.run_id = f"{secrets.token_hex(3)}w{index}"
         self.seq = itertools.count()
         self.recorder = Recorder(self._submit, self.writer.new_id,
@@ -129,12 +130,18 @@ class _Worker:
         self.ticker = gevent.spawn(self._tick)
 
     def _submit(self, records: list[Record]) -> None:
-        self.pool.spawn(self.writer.write, records)
+        self.pending.extend(records)
+
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if batch:
+            self.writer.write(batch)
 
     def _tick(self) -> None:
         while True:
-            gevent.sleep(0.05)
+            gevent.sleep(0.1)
             self.recorder.tick(time.perf_counter_ns())
+            self._flush()
 
     def next_item(self) -> Item | None:
         if self.mode == "loop":
@@ -199,7 +206,7 @@ class _Worker:
     def close(self) -> None:
         self.ticker.kill()
         self.recorder.close(time.perf_counter_ns())
-        self.pool.join()
+        self._flush()
         self.writer.close()
 
 
@@ -209,7 +216,7 @@ def _failure(ix: Interaction) -> str:
     return f"status {ix.response.status if ix.response is not None else '?'}"
 
 
-_state: dict[str, Any] = {"workers": None, "worker": None}
+_state: dict[str, Any] = {"workers": None, "worker": None, "env": None}
 
 
 @events.init.add_listener
@@ -228,13 +235,21 @@ def _start(environment: Environment, **_: Any) -> None:
     if isinstance(runner, MasterRunner):
         runner.send_message(PLAN_MESSAGE, {"workers": runner.worker_count})
         return
-    if _state["worker"] is not None:
-        return
-    if isinstance(runner, WorkerRunner):
-        index, count = runner.worker_index, _state["workers"] or 1
-    else:
-        index, count = 0, 1
-    _state["worker"] = _Worker(environment, index, count)
+    _state["env"] = environment
+
+
+def _worker() -> _Worker:
+    """This process's worker, made on first use, in a user's greenlet."""
+    if _state["worker"] is None:
+        environment = _state["env"]
+        runner = environment.runner
+        if isinstance(runner, WorkerRunner):
+            index, count = runner.worker_index, _state["workers"] or 1
+        else:
+            index, count = 0, 1
+        _state["worker"] = _Worker(environment, index, count)
+    worker: _Worker = _state["worker"]
+    return worker
 
 
 @events.quitting.add_listener
@@ -249,13 +264,11 @@ class RerunUser(User):
     """Sends the recorded requests (see the module docstring)."""
 
     def on_start(self) -> None:
-        self._loop = itertools.cycle(_state["worker"].items) if _state["worker"] is not None else None
+        self._loop = itertools.cycle(_worker().items)
 
     @task
     def rerun(self) -> None:
-        worker: _Worker | None = _state["worker"]
-        if worker is None:
-            raise StopUser()
+        worker = _worker()
         if worker.mode == "loop":
             assert self._loop is not None
             worker.send(next(self._loop))

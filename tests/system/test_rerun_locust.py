@@ -8,6 +8,7 @@ Real parts: ``locust`` itself (three processes), the locustfile that
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import shutil
 import socket
@@ -22,7 +23,9 @@ from tests.support.recording import run_main
 from tests.support.rerun_backends import Arrivals, faithful, write_session
 from tests.support.servers import ScriptedServer
 
-pytest.importorskip("locust", reason="needs Locust (the test extra installs it)")
+# Never imported here: importing locust monkey-patches this process for gevent.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
+                                reason="needs Locust (the test extra installs it)")
 
 CALLS = 7
 
