@@ -90,7 +90,8 @@ def _progress_line(c: Counts, total: str) -> str:
 @click.argument("session", required=False, type=click.Path(dir_okay=False))
 @click.option("--upstream", metavar="URL", help="The backend to send the recorded requests to.")
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), metavar="OUT.tape",
-              help="The session cassette to write (appended to when it exists).")
+              help="The session cassette to write (a new file, unless --append).")
+@click.option("--append", is_flag=True, help="Add this run to an existing OUT.tape (diff then reads all its runs).")
 @click.option("-i", "--index", "indices", type=int, multiple=True, metavar="N",
               help="Re-run recording N only (repeatable; default: every recorded request).")
 @click.option("--filter", "filter_expr", metavar="EXPR",
@@ -125,7 +126,7 @@ def rerun(session: str | None, upstream: str | None, output: str | None, indices
           filter_expr: str | None, arrivals: str | None, speed: float | None, rate: str | None, seed: int,
           concurrency: int | None, repeat: int | None, duration: float | None, headers: tuple[str, ...],
           model: str | None, paths: tuple[str, ...], backend_name: str | None, slo: str | None,
-          timeout_s: float, drain_s: float, insecure: bool, locustfile: bool) -> None:
+          timeout_s: float, drain_s: float, insecure: bool, locustfile: bool, append: bool) -> None:
     """Send the requests recorded in SESSION to another backend and record the answers.
 
     By default each request goes out at its recorded start time (the recorded
@@ -149,6 +150,8 @@ def rerun(session: str | None, upstream: str | None, output: str | None, indices
         raise OptionError(f"rerun needs {', '.join(missing)} (streamtape rerun SESSION.tape --upstream URL -o OUT.tape)")
     if Path(output).resolve() == Path(session).resolve():
         raise OptionError(f"-o {output}: the output must not be the session it re-runs")
+    if Path(output).exists() and not append:
+        raise OptionError(f"-o {output}: exists already; give a new file, or --append to add this run to it")
     if timeout_s <= 0 or drain_s < 0:
         raise OptionError("--timeout must be more than 0 seconds and --drain-timeout at least 0")
     if slo is not None:

@@ -192,10 +192,10 @@ def recorded_slo(interactions: Sequence[Interaction]) -> str | None:
 def distinct(recordings: Sequence[Interaction]) -> list[Interaction]:
     """Each recording once: a rerun with ``--repeat`` copies a recording into every pair
     that re-ran it, and the recorded side's figures count it once."""
-    seen: set[tuple[float, str, str, int | None]] = set()
+    seen: set[tuple[float, str, str, bytes, int | None]] = set()
     out = []
     for ix in recordings:
-        key = (ix.request.started_at, ix.request.method, ix.request.url, ix.end_ns)
+        key = (ix.request.started_at, ix.request.method, ix.request.url, ix.request.body, ix.end_ns)
         if key not in seen:
             seen.add(key)
             out.append(ix)

@@ -13,8 +13,9 @@ one per read of a Content-Length or close-delimited body: the piece
 boundaries mitmproxy gives the recorder (DESIGN.md).
 
 Its own cost is measured, not assumed: :attr:`Exchange.cost_ns` sums the time
-spent inside :meth:`Exchange.receive` (parsing and recording), so a run
-reports its cost per piece, and ``bench/rerun.py`` sets its TTFT beside a raw
+spent inside :meth:`Exchange.receive` (parsing and recording the body; the
+response head's record, once per response, is left out), so a run reports
+its cost per piece, and ``bench/rerun.py`` sets its TTFT beside a raw
 socket client's.
 
 t = 0 of a recording is the moment the request is written to a connection
@@ -142,12 +143,9 @@ class Exchange:
                     break
                 if isinstance(ev, h11.Response):
                     self.responded = True
-                    self.recorder.response_headers(
-                        self.key, ev.status_code, ev.reason.decode("latin-1"),
-                        f"HTTP/{ev.http_version.decode()}",
-                        tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in ev.headers.raw_items()),
-                        now_ns,
-                    )
+                    head_started = time.perf_counter_ns()
+                    self._head(ev, now_ns)
+                    started += time.perf_counter_ns() - head_started  # a cost per response, not per piece
                 elif isinstance(ev, h11.Data):
                     if ev.data:
                         self.pieces += 1
@@ -163,6 +161,12 @@ class Exchange:
         finally:
             self.cost_ns += time.perf_counter_ns() - started
         return self.ended
+
+    def _head(self, ev: h11.Response, now_ns: int) -> None:
+        self.recorder.response_headers(
+            self.key, ev.status_code, ev.reason.decode("latin-1"), f"HTTP/{ev.http_version.decode()}",
+            tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in ev.headers.raw_items()), now_ns,
+        )
 
     def _closed_early(self, why: str | None = None) -> None:
         self.ended = True

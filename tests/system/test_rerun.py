@@ -272,3 +272,12 @@ def test_locustfile_prints_the_path_of_the_shipped_locustfile(capsys) -> None:
     code, out, _ = run_main("rerun", "--locustfile", capsys=capsys)
     path = Path(out.strip())
     assert code == 0 and path.name == "locustfile.py" and path.is_file()
+
+
+def test_an_existing_output_is_refused_unless_the_run_is_appended(tmp_path, capsys) -> None:
+    session = write_session(tmp_path / "session.tape", [0.0])
+    (tmp_path / "out.tape").write_bytes(b"")
+    code, _, err = rerun(capsys, session, "http://127.0.0.1:9", tmp_path / "out.tape")
+    assert code == 2 and err.strip() == (
+        f"streamtape: error: -o {tmp_path / 'out.tape'}: exists already; give a new file, "
+        "or --append to add this run to it")
