@@ -166,3 +166,18 @@ def test_merge_keeps_pairs_and_tells_apart_a_pair_id_two_files_share() -> None:
     got, renamed = merged([("a", [a, b]), ("b", [a, b]), ("c", [interaction([b"z"])])])
     assert [ix.labels.get("pair") for ix in got] == ["p1", "p1", "p1~1", "p1~1", None]
     assert renamed == 1
+
+
+def test_filter_picks_recordings_with_record_s_mitmproxy_filter_language() -> None:
+    from streamtape.commands.rerun import interaction_filter
+    from streamtape.rerun.run import pick
+
+    chat = interaction(chat_events(["a"]), body=CHAT_BODY)
+    other = replace(chat, request=replace(chat.request, url="http://upstream.test/v1/embeddings"))
+    shadow = replace(chat, labels={"role": "shadow", "pair": "p"})
+    keep = interaction_filter("~u /v1/chat & ~m POST")
+    picked = pick([("a#0", chat), ("a#1", other), ("a#2", shadow)], keep=keep)
+    assert [it.label for it in picked] == ["a#0"]  # a session's shadows are never re-run
+    assert [it.label for it in pick([("a#0", chat), ("a#1", other)], indices=[1])] == ["a#1"]
+    with pytest.raises(OptionError, match="--filter"):
+        interaction_filter("~q ((")
