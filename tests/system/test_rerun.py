@@ -65,10 +65,10 @@ def test_every_request_reaches_the_new_backend_once_at_its_recorded_offset(tmp_p
     want = [o * 1000 / speed for o in OFFSETS]
     got = seen.offsets_ms()
     # Each arrival against its due offset, less the shift they all share (a late first
-    # send moves every offset counted from it). 60 ms holds on a loaded 2-core machine
+    # send moves every offset counted from it). 80 ms holds on a loaded 2-core machine
     # and still tells speed 1 (300, 600, 1000 ms) from speed 2 (150, 300, 500 ms).
     shift = statistics.median(g - w for g, w in zip(got, want, strict=True))
-    assert all(abs(g - w - shift) < 60 for g, w in zip(got, want, strict=True)), (got, want)
+    assert all(abs(g - w - shift) < 80 for g, w in zip(got, want, strict=True)), (got, want)
     assert "sent 5/5  done 5  failed 0" in out
 
 
