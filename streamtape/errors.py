@@ -6,7 +6,8 @@ The tree::
     ├── CassetteError        a cassette file is missing, not a cassette, corrupt, or newer
     ├── OptionError          an option value (CLI flag or mitmproxy ``--set``) is invalid
     │   ├── ShapeError       an unknown ``--shape``, or a shape that does not fit the wire
-    │   └── GateError        a malformed ``diff --fail-on`` timing gate
+    │   ├── GateError        a malformed ``diff --fail-on`` timing gate
+    │   └── RedactedValueError  a rerun request holds a redacted value no ``--header`` gives
     ├── ProfileError         a replay profile is unknown or malformed
     ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
     │   └── McpOrderError    an MCP session's call is not its recorded next one (``.session``, ``.call``)
@@ -50,6 +51,30 @@ class ShapeError(OptionError):
 
 class GateError(OptionError):
     """A ``diff --fail-on`` timing gate is malformed."""
+
+
+class RedactedValueError(OptionError):
+    """A recorded request to re-run holds a value the recorder replaced by ``REDACTED``
+    (a header or a query parameter) that no ``--header`` gives: the word is never sent
+    as if it were the secret.
+
+    ``label`` names the recording (``FILE#N``), ``kind`` is ``header`` or ``query``,
+    ``name`` the header's or the parameter's name.
+    """
+
+    def __init__(self, label: str, kind: str, name: str) -> None:
+        how = (
+            f"give it with --header {name}=VALUE (or --header {name}= to send none)"
+            if kind == "header"
+            else "re-record it with --no-redact or leave the request out"
+        )
+        super().__init__(f"{label}: its {name} {kind} was redacted when recorded; {how}")
+        self.label = label
+        self.kind = kind
+        self.name = name
+
+    def __reduce__(self) -> tuple[type[RedactedValueError], tuple[str, str, str]]:
+        return (RedactedValueError, (self.label, self.kind, self.name))
 
 
 class ProfileError(StreamtapeError):

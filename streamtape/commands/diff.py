@@ -23,13 +23,15 @@ from ..diff import (
     report_json,
     result_json,
 )
+from ..diff.load import LoadFigures, distinct, is_rerun, load_figures, parse_slo, recorded_slo
 from ..diff.render_text import render_report
-from ..diff.shadow import diff_shadow, is_shadow_recording
+from ..diff.shadow import ShadowPairing, diff_shadow, is_shadow_recording
 from ..diff.summary import Summary, summarize
 from ..diff.summary_gates import SummaryGate, parse_fail_on
 from ..diff.summary_html import SUMMARY_CSS, summary_section
 from ..diff.summary_render import render_summary_text, summary_json
 from ..errors import CassetteError, OptionError
+from ..shadow.labels import LABEL_BACKEND, LABEL_ROLE, Role
 from ..shapes import SHAPES
 from ._common import warn
 from ._websocket import diff_sessions_command, has_sessions
@@ -133,6 +135,12 @@ def _use_color() -> bool:
     metavar="NAME",
     help="Force the wire format (NAME, or NAME_A,NAME_B) instead of detecting it.",
 )
+@click.option(
+    "--slo",
+    metavar="TERMS",
+    help="A rerun session's goodput: the share of requests meeting every term, e.g. "
+    "'ttft<500ms,itl<50ms,e2e<10s' (default: the rerun's own --slo).",
+)
 def diff_command(
     a: str,
     b: str | None,
@@ -144,6 +152,7 @@ def diff_command(
     verbose: bool,
     pair_index: int | None,
     shadow: str | None,
+    slo: str | None,
 ) -> None:
     """Compare A and B: meaning (text, tool calls, finish, usage), timing and wire framing.
 
@@ -176,6 +185,10 @@ def diff_command(
     response statuses, the close, and timing (first server message, first text
     delta after response.create, gaps between deltas, duration), which the same
     per-pair gates read.
+
+    A session written by `streamtape rerun` adds the load figures: requests per
+    second, TTFT, inter-token latency, tokens/s and end-to-end p50/p90/p99 of
+    both sides, errors by kind, and goodput under --slo.
 
     Exit status: 0 when the meaning is the same, 1 when it differs, a pair is
     missing or a gate fails, 2 on bad input.
@@ -218,8 +231,11 @@ def diff_command(
             ignore=ignore,
             gates=gates,
         )
+    load = _load(oa.interactions, session, slo) if session is not None else None
+    if slo is not None and load is None:
+        raise OptionError("--slo reads a rerun session (written by `streamtape rerun`); give A alone")
     summary = (
-        summarize(result, session=session, gates=summary_gates)
+        summarize(result, session=session, gates=summary_gates, load=load)
         if session is not None or summary_gates or len(result.reports) > 1
         else None
     )
@@ -250,6 +266,18 @@ def diff_command(
         click.echo(_text(result, summary, color=color, verbose=verbose), color=color)
     status = summary.exit_status if summary is not None else result.exit_status
     click.get_current_context().exit(status)
+
+
+def _load(interactions: list[Interaction], session: ShadowPairing, slo: str | None) -> LoadFigures | None:
+    """A rerun session's load figures: its primaries (each once) against the new backend's."""
+    if not is_rerun(interactions):
+        return None
+    text = slo or recorded_slo(interactions)
+    parsed = parse_slo(text) if text else None
+    a = [interactions[i] for i, _, _ in session.pairs]
+    b_all = [ix for ix in interactions
+             if ix.labels.get(LABEL_ROLE) == Role.SHADOW and ix.labels.get(LABEL_BACKEND) == session.b_name]
+    return load_figures(session.a_name, distinct(a), session.b_name, b_all, parsed)
 
 
 def _text(result: CassetteDiff, summary: Summary | None, *, color: bool, verbose: bool) -> str:

@@ -20,6 +20,7 @@ from typing import Literal
 from ..fmt import jsonable
 from ..stats import percentile
 from .cells import printable
+from .load import LoadFigures
 from .model import TIMING_METRICS, Category, Metric, Status, TimingRow, TimingUnit
 from .pairing import PairedBy
 from .report import CassetteDiff, DiffReport
@@ -135,6 +136,8 @@ class Summary:
     has_agree_gate: bool
     pair_gates_failed: int
     """Per-pair gate checks that failed, over every pair."""
+    load: LoadFigures | None = None
+    """A rerun session's load figures (:mod:`.load`), None otherwise."""
 
     @property
     def gates_ok(self) -> bool:
@@ -262,8 +265,10 @@ def summarize(
     *,
     session: ShadowPairing | None = None,
     gates: Sequence[SummaryGate] = (),
+    load: LoadFigures | None = None,
 ) -> Summary:
-    """The summary of ``result`` (a session's pairs when ``session`` is given)."""
+    """The summary of ``result`` (a session's pairs when ``session`` is given; a rerun
+    session's ``load`` figures alongside)."""
     reports = result.reports
     ids = [p[2] for p in session.pairs] if session is not None else [None] * len(reports)
     ignored = reports[0].meaning.ignored if reports else frozenset()
@@ -311,4 +316,5 @@ def summarize(
         gates=tuple(checked),
         has_agree_gate=any(isinstance(g, AgreeGate) for g in gates),
         pair_gates_failed=result.gates_failed,
+        load=load,
     )

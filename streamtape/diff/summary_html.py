@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .cells import fmt_ratio, fmt_value
+from .load_render import load_html
 from .model import Category, Metric, TimingUnit
 from .summary import Distribution, Summary
 from .summary_gates import Stat
@@ -280,6 +281,8 @@ def summary_section(s: Summary) -> str:
         )
         out.append(f'<h3>{"Missing a side" if s.session else "Unpaired"} ({len(s.missing)})</h3><ul class="unpaired">{items}</ul>')
     out.append(f"<h3>Timing over the pairs</h3>{_timing_table(s.distributions)}{_plots(s)}")
+    if s.load is not None:
+        out.append(load_html(s.load))
     if s.gates or s.pair_gates_failed:
         rows = "".join(
             f'<tr><td class="val">{_e(g.gate)}</td><td class="{"s-same" if g.ok else "s-differs"}">'

@@ -18,6 +18,7 @@ import click
 
 from ..fmt import jsonable
 from .cells import fmt_ratio, fmt_value
+from .load_render import load_json, load_lines
 from .model import Category
 from .render_text import RULE, Style, no_style, table_lines
 from .shadow import MissingSide
@@ -182,6 +183,8 @@ def render_summary_text(
     if s.missing:
         out += ["", *_missing(s, st)]
     out += ["", *_timing(s.distributions, st)]
+    if s.load is not None:
+        out += ["", *load_lines(s.load, st)]
     if gates := _gates(s, st):
         out += ["", *gates]
     if not details and s.pairs:
@@ -245,5 +248,6 @@ def summary_json(s: Summary) -> dict[str, object]:
         "timing": [_distribution_json(d) for d in s.distributions],
         "gates": [{"gate": g.gate, "ok": g.ok, "measured": jsonable(g.measured), "detail": g.detail} for g in s.gates],
         "pair_gates_failed": s.pair_gates_failed,
+        "load": load_json(s.load) if s.load is not None else None,
         "exit_status": s.exit_status,
     }

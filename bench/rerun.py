@@ -1,0 +1,341 @@
+"""How much load one ``streamtape rerun`` process (and one Locust worker) sends while its TTFT
+stays true: each load level run by a raw socket client and by the real tool, side by side.
+
+    .venv/bin/python -m bench.rerun [--rates 10,20,40,80,160] [--seconds 4] [--tokens 40]
+                                    [--gap-ms 10] [--first-ms 20] [--users 4,16,64] [--no-locust]
+
+The backend runs in a process of its own (so its threads never take the
+measuring process's GIL): every request gets an SSE chat stream, the first
+token ``--first-ms`` after the request arrived, then ``--tokens`` more
+``--gap-ms`` apart (deadlines slept to within 2 ms and spun, as
+bench/_common.send_paced does). For each rate:
+
+- raw: a bare asyncio socket client in this process (a Protocol that writes
+  the request bytes and looks for the first token's bytes in what it reads,
+  no HTTP parser, no recording), at a fixed rate, for ``--seconds``;
+- rerun: ``streamtape rerun SESSION --rate N/s --duration S`` (a subprocess,
+  the real command) on a one-request session; its TTFT is read from the
+  cassette it wrote (``streamtape.stats``, as ``diff`` reads it).
+
+Both TTFTs count from the request written on an open connection to the read
+that brought the first token. A level is *held* when the rerun's TTFT p50 is
+within 1 ms of the raw client's at the same rate (and no request failed):
+the figure is the highest held rate, with the concurrent streams it meant
+(requests per second times the mean stream duration, Little's law) and the
+largest number in flight.
+
+Locust (``--users``): a Locust master and one worker run the shipped
+locustfile with U users, in ``split`` mode with the one request repeated
+enough for about ``--seconds`` (each user one stream at a time: a closed
+loop); the worker's requests per second and TTFT p50 come from the cassette
+it wrote, beside the raw client at the rate the worker reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._common import ThreadedServer, pct, read_head
+from streamtape.cassette import Interaction, Request, Response, load, save
+from streamtape.stats import compute
+from tests.support.processes import STREAMTAPE
+
+FIRST = b"FIRSTTOKEN"
+CHAT_PATH = "/v1/chat/completions"
+BODY = b'{"model":"bench","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n")
+
+
+def cpu_name() -> str:
+    return next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), platform.processor() or "unknown")
+
+
+def _event(content: str | None, role: bool = False, finish: bool = False) -> bytes:
+    delta = '{"role":"assistant"}' if role else ('{}' if content is None else '{"content":"' + content + '"}')
+    fin = '"stop"' if finish else "null"
+    return b'data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}\n\n' % (
+        delta.encode(), fin.encode())
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _sleep_until(t: float) -> None:
+    while (left := t - time.perf_counter()) > 0:
+        time.sleep(left - 0.002 if left > 0.002 else 0)
+
+
+class Backend(ThreadedServer):
+    def __init__(self, first_s: float, tokens: int, gap_s: float) -> None:
+        self.first_s, self.tokens, self.gap_s = first_s, tokens, gap_s
+        super().__init__()
+
+    def serve(self, s: socket.socket) -> None:
+        buf: bytes | None = b""
+        try:
+            while buf is not None and (buf := read_head(s, buf)) is not None:
+                arrived = time.perf_counter()
+                m = re.search(rb"content-length:\s*(\d+)", buf, re.I)
+                # read_head left the body in buf's tail: drop it (its length is known)
+                length = int(m.group(1)) if m else len(BODY)
+                while len(buf) < length:
+                    d = s.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                buf = buf[length:]
+                s.sendall(HEAD + _chunk(_event(None, role=True)))
+                _sleep_until(arrived + self.first_s)
+                s.sendall(_chunk(_event(FIRST.decode())))
+                for i in range(self.tokens):
+                    _sleep_until(arrived + self.first_s + (i + 1) * self.gap_s)
+                    s.sendall(_chunk(_event(f" t{i}")))
+                s.sendall(_chunk(_event(None, finish=True)) + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        except OSError:
+            return
+        finally:
+            s.close()
+
+
+def _backend_main(q: mp.Queue[int], first_s: float, tokens: int, gap_s: float) -> None:
+    b = Backend(first_s, tokens, gap_s)
+    q.put(b.port)
+    while True:
+        time.sleep(3600)
+
+
+def _head_bytes(port: int) -> bytes:
+    return (f"POST {CHAT_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(BODY)}\r\n\r\n").encode() + BODY
+
+
+# ---------------------------------------------------------------------------- raw client
+
+
+class _Raw(asyncio.Protocol):
+    def __init__(self, done: asyncio.Future[tuple[int, int]], request: bytes) -> None:
+        self.done, self.request = done, request
+        self.sent = 0
+        self.first = 0
+        self.tail = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.sent = time.perf_counter_ns()
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter_ns()
+        seen = self.tail + data
+        if not self.first and FIRST in seen:
+            self.first = now
+        if seen.endswith(b"0\r\n\r\n") and not self.done.done():
+            self.done.set_result((self.first - self.sent, now - self.sent))
+            self.transport.close()
+        self.tail = seen[-16:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError("closed early"))
+
+
+async def _raw_run(port: int, rate: float, seconds: float) -> tuple[list[int], list[int], int]:
+    loop = asyncio.get_running_loop()
+    req = _head_bytes(port)
+    futures: list[asyncio.Future[tuple[int, int]]] = []
+    in_flight = [0, 0]
+
+    async def one() -> tuple[int, int]:
+        done: asyncio.Future[tuple[int, int]] = loop.create_future()
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        try:
+            await loop.create_connection(lambda: _Raw(done, req), "127.0.0.1", port)
+            return await done
+        finally:
+            in_flight[0] -= 1
+
+    start = time.perf_counter()
+    n = int(rate * seconds)
+    for k in range(n):
+        due = start + k / rate
+        if (left := due - time.perf_counter()) > 0:
+            await asyncio.sleep(left)
+        futures.append(asyncio.ensure_future(one()))
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    ok = [r for r in results if isinstance(r, tuple)]
+    return [t for t, _ in ok], [e for _, e in ok], in_flight[1]
+
+
+# ---------------------------------------------------------------------------- rerun
+
+
+def _session(path: Path, port: int) -> Path:
+    ix = Interaction(
+        Request("POST", f"http://127.0.0.1:{port}{CHAT_PATH}", headers=(("Content-Type", "application/json"),),
+                body=BODY, started_at=1.0),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),)),
+        end_ns=1,
+    )
+    save(path, [ix])
+    return path
+
+
+@dataclass
+class RerunResult:
+    ttft: list[int]
+    e2e: list[int]
+    failed: int
+    rps: float
+    cost_us: float | None
+    wall_s: float
+
+
+def _rerun(session: Path, out: Path, port: int, rate: float, seconds: float) -> RerunResult:
+    if out.exists():
+        out.unlink()
+    cmd = [*STREAMTAPE, "rerun", str(session), "--upstream", f"http://127.0.0.1:{port}", "-o", str(out),
+           "--rate", f"{rate:g}/s", "--duration", f"{seconds:g}"]
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    got = [ix for ix in load(out) if ix.labels.get("role") == "shadow"]
+    ok = [ix for ix in got if ix.outcome == "complete"]
+    stats = [compute(ix) for ix in ok]
+    m = re.search(r"client cost ([\d.]+) µs per piece", r.stdout)
+    span = (max(ix.request.started_at + (ix.end_ns or 0) / 1e9 for ix in got)
+            - min(ix.request.started_at for ix in got)) if got else 0
+    return RerunResult([s.ttft_ns for s in stats if s.ttft_ns is not None], [ix.end_ns or 0 for ix in ok],
+                       len(got) - len(ok), len(got) / span if span else 0.0,
+                       float(m.group(1)) if m else None, wall)
+
+
+# ---------------------------------------------------------------------------- locust
+
+
+def _locust(session: Path, tmp: Path, port: int, users: int, seconds: float,
+            stream_s: float) -> tuple[float, float, float] | None:
+    exe = Path(sys.executable).with_name("locust")
+    if not exe.exists() and shutil.which("locust") is None:
+        return None
+    locustfile = Path(__file__).resolve().parent.parent / "streamtape" / "rerun" / "locustfile.py"
+    out = tmp / f"locust{users}.tape"
+    part = tmp / f"locust{users}.worker0.tape"
+    with socket.socket() as probe:  # Locust's master cannot bind port 0 and tell its workers
+        probe.bind(("127.0.0.1", 0))
+        master_port = probe.getsockname()[1]
+    sends = max(users, int(users * seconds / stream_s))
+    common = [str(exe if exe.exists() else "locust"), "-f", str(locustfile), "--streamtape-cassette", str(session),
+              "--streamtape-out", str(out), "--loglevel", "WARNING"]
+    master = subprocess.Popen(
+        [*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+         "--headless", "--expect-workers", "1", "-u", str(users), "-r", str(users), "-t", "120s",
+         "-H", f"http://127.0.0.1:{port}", "--streamtape-repeat", str(sends), "--only-summary"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp)
+    worker = subprocess.Popen([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)
+    try:
+        _, err = master.communicate(timeout=180)
+    finally:
+        worker.kill()
+        worker.wait()
+    if not part.exists():
+        print(err.decode(errors="replace")[-2000:], file=sys.stderr)
+        return None
+    out = part
+    # The worker's own cassette: what its users measured, as `diff` reads it (Locust's
+    # report holds the same TTFTs, rounded to the millisecond in its histogram).
+    got = [ix for ix in load(out) if ix.labels.get("role") == "shadow"]
+    ok = [ix for ix in got if ix.outcome == "complete"]
+    ttft = [t for t in (compute(ix).ttft_ns for ix in ok) if t is not None]
+    span = (max(ix.request.started_at + (ix.end_ns or 0) / 1e9 for ix in ok)
+            - min(ix.request.started_at for ix in ok)) if ok else 0
+    # Streams Locust cut off at -t end interrupted: not the backend's failures.
+    failed = sum(1 for ix in got if ix.outcome not in ("complete", "interrupted"))
+    return len(ok) / span if span else 0.0, pct(ttft, 50) / 1e6, float(failed)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="10,20,40,80,160")
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--tokens", type=int, default=40)
+    ap.add_argument("--gap-ms", type=float, default=10.0)
+    ap.add_argument("--first-ms", type=float, default=20.0)
+    ap.add_argument("--users", default="4,16,64")
+    ap.add_argument("--no-locust", action="store_true")
+    args = ap.parse_args()
+    q: mp.Queue[int] = mp.Queue()
+    proc = mp.Process(target=_backend_main, args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000),
+                      daemon=True)
+    proc.start()
+    port = q.get(timeout=10)
+    print(f"CPU: {cpu_name()}; backend: first token {args.first_ms:g} ms, {args.tokens} more "
+          f"{args.gap_ms:g} ms apart; {args.seconds:g} s per level")
+    held: tuple[float, float, int] | None = None
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            session = _session(tmp / "session.tape", port)
+            print(f"{'rate/s':>7} {'rps':>7} {'streams':>8} {'max':>5} {'raw p50':>9} {'rerun p50':>10} "
+                  f"{'delta':>8} {'cost/piece':>11}  held")
+            for rate in (float(r) for r in args.rates.split(",")):
+                raw_ttft, _, raw_max = asyncio.run(_raw_run(port, rate, args.seconds))
+                rr = _rerun(session, tmp / "out.tape", port, rate, args.seconds)
+                raw_p50, rr_p50 = pct(raw_ttft, 50) / 1e6, pct(rr.ttft, 50) / 1e6
+                delta = rr_p50 - raw_p50
+                streams = rr.rps * (sum(rr.e2e) / len(rr.e2e) / 1e9) if rr.e2e else 0.0
+                ok = abs(delta) <= 1.0 and rr.failed == 0
+                cost = f"{rr.cost_us:.1f} µs" if rr.cost_us is not None else "-"
+                print(f"{rate:7g} {rr.rps:7.1f} {streams:8.1f} {raw_max:5d} {raw_p50:7.2f}ms {rr_p50:8.2f}ms "
+                      f"{delta:+7.2f}ms {cost:>11}  {'yes' if ok else 'no'}")
+                if ok:
+                    held = (rr.rps, streams, raw_max)
+            if held is not None:
+                print(f"rerun holds TTFT within 1 ms of the raw client up to {held[0]:.1f} req/s, "
+                      f"{held[1]:.1f} concurrent streams (max {held[2]} in flight)")
+            else:
+                print("rerun held TTFT within 1 ms of the raw client at no level measured")
+            if args.no_locust:
+                return
+            print(f"{'users':>7} {'rps':>7} {'raw p50':>9} {'locust p50':>11} {'delta':>8}  held")
+            lheld = None
+            for users in (int(u) for u in args.users.split(",")):
+                stream_s = (args.first_ms + args.tokens * args.gap_ms) / 1000
+                got = _locust(session, tmp, port, users, args.seconds, stream_s)
+                if got is None:
+                    print(f"{users:7d} (locust gave no statistics)")
+                    continue
+                rps, lp50, failures = got
+                raw_ttft, _, _ = asyncio.run(_raw_run(port, max(rps, 1.0), args.seconds))
+                raw_p50 = pct(raw_ttft, 50) / 1e6
+                delta = lp50 - raw_p50
+                ok = abs(delta) <= 1.0 and failures == 0
+                print(f"{users:7d} {rps:7.1f} {raw_p50:7.2f}ms {lp50:9.2f}ms {delta:+7.2f}ms  {'yes' if ok else 'no'}")
+                if ok:
+                    lheld = (rps, users)
+            print(f"one Locust worker holds TTFT within 1 ms of the raw client up to {lheld[0]:.1f} req/s "
+                  f"({lheld[1]} users, each one stream at a time)" if lheld else
+                  "one Locust worker held TTFT within 1 ms at no level measured")
+    finally:
+        proc.kill()
+
+
+if __name__ == "__main__":
+    main()
