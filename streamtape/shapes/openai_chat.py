@@ -16,6 +16,15 @@ Read as servers send them, not as the reference says:
 - ``delta.refusal`` is a refusal, not answer text;
 - ``logprobs`` (and ``obfuscation``, ``timings``, ``system_fingerprint``...) are
   not read, whatever their shape.
+
+The OpenAI-compatible hosts' quirks: Azure OpenAI's first chunk has empty
+``choices`` and ``prompt_filter_results`` (no event), its choices carry
+``content_filter_results`` (not text) and a filtered answer ends with
+``finish_reason: content_filter``; Groq sends the usage in ``x_groq.usage``;
+DeepSeek's ``reasoning_content`` and ``: keep-alive`` comments, OpenRouter's
+``: OPENROUTER PROCESSING`` comments (both counted as keep-alives) and its
+``data: {"error": ...}`` after the 200 (an error event); Mistral and xAI send the
+reference chunks (Mistral's ``tool_calls`` come whole, in one chunk).
 """
 
 from __future__ import annotations
@@ -127,6 +136,8 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
                 out.append(Event(w.at_ns, "finish", reason=finish_reason(raw), raw_reason=raw,
                                  source=w.index, choice=ci))
         u = usage_event(w, v.get("usage"))
+        if u is None:  # Groq: the usage rides in x_groq on the last chunk
+            u = usage_event(w, as_dict(v.get("x_groq")).get("usage"))
         if u is not None:
             out.append(u)
     return out
