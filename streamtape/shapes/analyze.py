@@ -35,6 +35,7 @@ from .model import (
     Choice,
     Event,
     Finish,
+    FrameError,
     ShapeName,
     ToolCall,
     Usage,
@@ -91,7 +92,7 @@ class _Read:
     keepalives: int
     line_endings: set[str]
     tail: bytes
-    frame_errors: list[tuple[int | None, str]] = field(default_factory=list)
+    frame_errors: list[FrameError] = field(default_factory=list)
 
 
 def wire_events(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> tuple[
@@ -106,17 +107,17 @@ def _eventstream_events(pieces: Sequence[tuple[int, bytes]]) -> _Read:
     """Each message a wire event: its JSON payload as the value (an empty payload: None)."""
     d = EventStreamDecoder()
     out: list[WireEvent] = []
-    errors: list[tuple[int | None, str]] = []
+    errors: list[FrameError] = []
     for at, data in pieces:
         for m in d.feed(data, at):
             if not isinstance(m, EventStreamMessage):
-                errors.append((None, m.reason))
+                errors.append(FrameError("crc" if "CRC" in m.reason else "frame", m.reason))
                 continue
             text = m.payload.decode("utf-8", "replace")
             val, ok = _parse_json(text) if text.strip() else (None, True)
             if not m.crc_ok:
-                errors.append((len(out), f"message {len(out)} ({m.event_type or 'untyped'}): "
-                                          "message CRC32 mismatch"))
+                errors.append(FrameError("crc", f"message {len(out)} ({m.event_type or 'untyped'}"
+                                                "): its CRC32 does not match its bytes", len(out)))
             out.append(WireEvent(len(out), at, m.event_type, text, val, ok, False, m.start, m.end,
                                  m.headers))
     return _Read(out, 0, set(), d.pending, errors)
@@ -132,7 +133,7 @@ def _jsonarray_events(pieces: Sequence[tuple[int, bytes]]) -> _Read:
             out.append(WireEvent(len(out), at, "", e.raw, e.value, e.valid, False, e.start, e.end))
         if p.closed and not was_closed and p.close_span is not None:
             out.append(WireEvent(len(out), at, "", "]", None, True, True, *p.close_span))
-    errors: list[tuple[int | None, str]] = [(None, p.error)] if p.error else []
+    errors = [FrameError("frame", p.error)] if p.error else []
     return _Read(out, 0, p.line_endings, p.pending, errors)
 
 

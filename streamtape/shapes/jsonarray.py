@@ -72,10 +72,10 @@ class JSONArrayParser:
 
     @property
     def pending(self) -> bytes:
-        """Bytes after the last complete element (and the closing ``]``), whitespace included."""
+        """Bytes of an element not yet complete (separators and whitespace alone: none)."""
         if self._state == "after" or self.error is not None:
             return b""
-        return self._buf
+        return self._buf if self._buf.strip(b", \t\r\n") else b""
 
     def feed(self, data: bytes, at_ns: int = 0) -> list[JSONElement]:
         out: list[JSONElement] = []

@@ -204,6 +204,18 @@ class Choice:
     """The opaque data of each redacted thinking block, in order."""
 
 
+@dataclass(frozen=True, slots=True)
+class FrameError:
+    """A wire's framing found broken: a CRC32 that does not match (``crc``: the
+    message's, or its prelude's, after which nothing can be framed), or a body the
+    wire cannot frame at all (``frame``)."""
+
+    kind: Literal["crc", "frame"]
+    message: str
+    event: int | None = None
+    """The wire event it concerns (a message read despite its CRC), or None."""
+
+
 @dataclass
 class Analysis:
     shape: ShapeName
@@ -240,7 +252,7 @@ class Analysis:
     """Why the body could not be fully decoded (content encoding), or None."""
     detected: bool = True
     """False when the shape was forced by the caller."""
-    frame_errors: list[tuple[int | None, str]] = field(default_factory=list)
-    """Framing the wire itself reports broken (the AWS event stream: a message CRC32
-    that does not match, a prelude that cannot be trusted; the JSON array: a body
-    that is not one): (the wire event it concerns or None, why)."""
+    frame_errors: list[FrameError] = field(default_factory=list)
+    """Framing the wire itself reports broken (the AWS event stream: a CRC32 that does
+    not match, a prelude that cannot be trusted; the JSON array: a body that is not
+    one)."""

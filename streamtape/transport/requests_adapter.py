@@ -219,7 +219,7 @@ class ReplayAdapter(ReplayDriver, HTTPAdapter):
         stream: bool = False,
         timeout: _Timeout = None,
         verify: bool | str = True,
-        cert: str | tuple[str, str] | None = None,
+        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
         proxies: Mapping[str, str] | None = None,
     ) -> requests.Response:
         t0 = time.perf_counter_ns()
