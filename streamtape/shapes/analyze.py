@@ -365,7 +365,9 @@ def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
     a.frame_errors = r.frame_errors
     a.wire_events = wires
     a.events_count = len(wires)
-    if name not in PLAIN_TEXT:
+    if name == "bedrock-invoke":  # the model's own events, base64 inside the messages
+        a.invalid_json = [w.index for w in bedrock.inner_events(wires) if not w.valid]
+    elif name not in PLAIN_TEXT:
         a.invalid_json = [w.index for w in wires if not w.valid and not w.done]
     else:  # its text events are not JSON; its other events are
         a.invalid_json = [w.index for w in wires if not w.valid and not w.done
