@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import codecs
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -196,6 +198,21 @@ def _cut_chars(pieces: Sequence[tuple[int, bytes]]) -> tuple[int, list[Event]]:
     return cuts, events
 
 
+def _payload_cuts(pieces: Sequence[tuple[int, bytes]]) -> int:
+    """Piece boundaries inside a UTF-8 character of an event-stream message's payload
+    (the rest of a message is binary: its bytes are no characters)."""
+    body = b"".join(p for _, p in pieces)
+    bounds = list(itertools.accumulate(len(p) for _, p in pieces))[:-1]
+    ranges = [(m.end - 4 - len(m.payload), m.end - 4) for m in EventStreamDecoder().feed(body)
+              if isinstance(m, EventStreamMessage)]
+    starts = [lo for lo, _ in ranges]
+    n = 0
+    for b in bounds:
+        k = bisect.bisect_left(starts, b) - 1  # the last payload starting before b
+        n += k >= 0 and b < ranges[k][1] and 0x80 <= body[b] <= 0xBF
+    return n
+
+
 def _parse_json(s: str) -> tuple[object, bool]:
     if not s.strip():
         return None, False
@@ -356,7 +373,7 @@ def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
     pieces = body.pieces
     a = Analysis(shape=name, wire=wire, pieces=len(ix.pieces), decode_error=body.error)
     cuts, raw_events = _cut_chars(pieces)
-    a.cut_chars = cuts
+    a.cut_chars = cuts if wire != "eventstream" else _payload_cuts(pieces)
     if wire is None:
         a.events = raw_events
         return assemble(a)

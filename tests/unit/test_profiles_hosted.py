@@ -74,7 +74,9 @@ def test_utf8_split_cuts_characters_inside_event_stream_payloads_only():
     assert added and all(any(a < c < b for a, b in ranges) for c in added)
     assert all(0x80 <= body[c] <= 0xBF for c in added)  # each inside a character
     assert all(m.crc_ok for m in decode(sent) if isinstance(m, EventStreamMessage))
-    assert analyze(_replayed(sent, x)).text == analyze(x).text
+    replayed = analyze(_replayed(sent, x))
+    assert replayed.text == analyze(x).text
+    assert (analyze(x).cut_chars, replayed.cut_chars) == (0, len(added))
 
 
 def test_a_bedrock_stream_can_end_in_a_replayed_exception_message_at_event_n():
