@@ -138,3 +138,30 @@ def test_newline_leaves_an_event_stream_as_recorded():
     msgs = converse_messages()
     sent, _ = _sent("newline=crlf;chunk=whole", ix(msgs, CONVERSE_PATH, EVENTSTREAM))
     assert sent == [b"".join(msgs)]
+
+
+def test_botocore_raises_the_replayed_exception_after_the_events_before_it():
+    boto3 = pytest.importorskip("boto3")
+    from botocore.eventstream import EventStream  # type: ignore[import-untyped]
+    from botocore.exceptions import EventStreamError  # type: ignore[import-untyped]
+    from botocore.parsers import EventStreamJSONParser  # type: ignore[import-untyped]
+
+    x = ix(converse_messages(), CONVERSE_PATH, EVENTSTREAM)
+    sent, _ = _sent("fault=exception:3:throttlingException", x)
+
+    class Body:
+        def stream(self):
+            yield from sent
+
+        def close(self) -> None:
+            pass
+
+    client = boto3.client("bedrock-runtime", region_name="us-east-1",
+                          aws_access_key_id="x", aws_secret_access_key="y")
+    shape = client.meta.service_model.operation_model("ConverseStream").output_shape
+    stream = EventStream(Body(), shape.members["stream"], EventStreamJSONParser(), "ConverseStream")
+    seen = []
+    with pytest.raises(EventStreamError, match="throttlingException"):
+        for ev in stream:
+            seen.extend(ev)
+    assert seen == ["messageStart", "contentBlockDelta", "contentBlockDelta"]
