@@ -189,7 +189,7 @@ class ReplayAdapter(ReplayDriver, HTTPAdapter):
     """A ``requests`` transport adapter that answers from a cassette.
 
     ``ReplayAdapter(cassette, profile="faithful", *, realtime=True,
-    ignore_fields=(), match_headers=(), strict=False, seed=None,
+    ignore_fields=(), match_headers=(), strict=False, strict_nulls=False, seed=None,
     no_match=422)``, the options of :class:`ReplayTransport`; mount it
     on a Session::
 
