@@ -157,7 +157,8 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
         out.append(Finding("decode-error", a.decode_error))
     if a.wire is None:
         if r.status == 200 and len(ix.pieces) > 0 and shape is None:
-            out.append(Finding("not-a-stream", f"body is not SSE or NDJSON ({r.content_type or 'no content type'})"))
+            out.append(Finding("not-a-stream", "body is not SSE, NDJSON, an AWS event stream or "
+                               f"a JSON array ({r.content_type or 'no content type'})"))
         return out
     for fe in a.frame_errors:
         out.append(Finding("crc-mismatch" if fe.kind == "crc" else "frame-error",
