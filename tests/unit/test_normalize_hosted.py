@@ -362,3 +362,47 @@ def test_an_unknown_event_stream_is_a_generic_event_stream_not_raw_bytes():
     a = analyze(x)
     assert (a.shape, a.wire, a.text) == ("eventstream", "eventstream", "")
     assert _codes(x) == ["unknown-format"]
+
+
+# ---- The command line ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def hosted_tape(tmp_path):
+    from streamtape.cassette.writer import save
+    path = tmp_path / "hosted.tape"
+    save(path, [
+        ix(gemini_array(gemini_chunks(call=CALL)), GEMINI_PATH, JSON),
+        ix(converse_messages(tool=True), CONVERSE_PATH, EVENTSTREAM),
+        ix(throttled(converse_messages(), 2), CONVERSE_PATH, EVENTSTREAM),
+        ix(cohere_events(), COHERE_PATH, SSE),
+    ])
+    return path
+
+
+def test_show_names_the_format_and_its_wire_and_gives_the_result(hosted_tape, capsys):
+    import json
+
+    from tests.support.recording import run_main
+    code, out, _ = run_main("show", hosted_tape, "-i", 1, capsys=capsys)
+    assert code == 0 and "shape: bedrock-converse (eventstream)  finish: tool_calls (tool_use)" in out
+    code, out, _ = run_main("show", hosted_tape, "-i", 0, "--text", capsys=capsys)
+    assert out == TEXT + "\n"
+    code, out, _ = run_main("show", hosted_tape, "-i", 0, "--reasoning", capsys=capsys)
+    assert out == "Greeting: be kind.\n"
+    code, out, _ = run_main("show", hosted_tape, "-i", 0, "--json", capsys=capsys)
+    doc = json.loads(out)
+    assert (doc["analysis"]["shape"], doc["analysis"]["wire"]) == ("gemini", "jsonarray")
+    (choice,) = doc["result"]["choices"]
+    assert choice["finish"] == {"reason": "tool_calls", "raw": "STOP"}
+    assert choice["tool_calls"][0]["parsed"] == ARGS
+    assert doc["result"]["usage"]["reasoning_tokens"] == 12
+    assert doc["stats"]["ttft_ms"] == 2.0
+
+
+def test_check_reports_the_throttled_stream_and_passes_the_others(hosted_tape, capsys):
+    from tests.support.recording import run_main
+    code, out, _ = run_main("check", hosted_tape, capsys=capsys)
+    assert code == 1
+    assert "error-event: throttlingException message after HTTP 200" in out
+    assert out.count("  ok\n") == 3
