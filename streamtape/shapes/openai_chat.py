@@ -29,6 +29,7 @@ reference chunks (Mistral's ``tool_calls`` come whole, in one chunk).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -118,9 +119,22 @@ def _delta_events(w: WireEvent, delta: dict[str, Any], ci: int | None) -> list[E
     return out
 
 
+def _with_choices(wires: Sequence[WireEvent]) -> list[WireEvent]:
+    """The events, with an error chunk that also carries choices read twice: OpenRouter
+    ends a failed stream with ``{"error": {...}, "choices": [{"finish_reason": "error"}]}``,
+    an error and a finish."""
+    out: list[WireEvent] = []
+    for w in wires:
+        v = w.value
+        out.append(w)
+        if isinstance(v, dict) and v.get("error") and isinstance(v.get("choices"), list):
+            out.append(dataclasses.replace(w, value={"choices": v["choices"]}))
+    return out
+
+
 def normalize(wires: Sequence[WireEvent]) -> list[Event]:
     out: list[Event] = []
-    for w, v in objects(wires, out):
+    for w, v in objects(_with_choices(wires), out):
         choices = v.get("choices")
         for ch in choices if isinstance(choices, list) else ():
             if not isinstance(ch, dict):

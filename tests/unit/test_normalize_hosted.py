@@ -256,6 +256,15 @@ def test_deepseek_reasoning_content_and_keep_alive_comments():
     assert _codes(x) == ["keepalive"]
 
 
+def test_an_openrouter_error_chunk_with_choices_is_an_error_and_an_error_finish():
+    err = {"code": 502, "message": "Provider returned error"}
+    body = [*openai_events()[:3], chat([{"index": 0, "delta": {"content": ""},
+                                         "finish_reason": "error"}], error=err)]
+    a = analyze(ix(body, CHAT_PATH, SSE))
+    assert [e.error for e in a.errors] == [err]
+    assert a.finish is not None and a.finish.reason == "error"
+
+
 def test_openrouter_processing_comments_and_an_error_after_the_200():
     body = [b": OPENROUTER PROCESSING\n\n", *openai_events()[:3],
             sse({"error": {"code": 502, "message": "Provider returned error"}})]
