@@ -189,6 +189,19 @@ def test_a_throttling_exception_replays_to_boto3_after_the_text_before_it(server
     assert exc.value.response["Error"]["Code"] == "throttlingException"
 
 
+def test_a_replayed_exception_fault_reaches_boto3_as_throttling_mid_stream(server: Child):
+    """``fault=exception:N:TYPE`` ends the whole recorded converse stream in an exception message."""
+    from botocore.exceptions import EventStreamError  # type: ignore[import-untyped]
+
+    client = S._bedrock(S.Target(base=server.url, profile="instant;fault=exception:3:throttlingException"))
+    r = client.converse_stream(modelId=P.BEDROCK_MODEL, messages=[{"role": "user", "content": [{"text": S.PROMPT}]}])
+    seen = []
+    with pytest.raises(EventStreamError) as exc:
+        seen.extend(r["stream"])
+    assert exc.value.response["Error"]["Code"] == "throttlingException"
+    assert [next(iter(ev)) for ev in seen] == ["messageStart", "contentBlockDelta", "contentBlockDelta"]
+
+
 CUT = "instant;fault=cut:60%"
 
 
