@@ -33,6 +33,8 @@ from tests.support.recording import recording, run_main
 
 pytest.importorskip("boto3")
 pytest.importorskip("cohere")
+from botocore.exceptions import EventStreamError  # type: ignore[import-untyped]
+
 from tests.support import provider_sdks as S
 
 NO_HTTPX2 = "needs httpx2 (google-genai, mistralai, openai), left out of the test extra on Python 3.11"
@@ -181,8 +183,6 @@ def test_google_genai_raises_on_an_sse_comment_line_where_other_sdks_skip_it(ser
 
 
 def test_a_throttling_exception_replays_to_boto3_after_the_text_before_it(server: Child):
-    from botocore.exceptions import EventStreamError  # type: ignore[import-untyped]
-
     base = server.url
     with pytest.raises(EventStreamError) as exc:
         S.bedrock_converse(S.Target(base=base, profile="instant"), P.BEDROCK_THROTTLED)
@@ -191,8 +191,6 @@ def test_a_throttling_exception_replays_to_boto3_after_the_text_before_it(server
 
 def test_a_replayed_exception_fault_reaches_boto3_as_throttling_mid_stream(server: Child):
     """``fault=exception:N:TYPE`` ends the whole recorded converse stream in an exception message."""
-    from botocore.exceptions import EventStreamError  # type: ignore[import-untyped]
-
     client = S._bedrock(S.Target(base=server.url, profile="instant;fault=exception:3:throttlingException"))
     r = client.converse_stream(modelId=P.BEDROCK_MODEL, messages=[{"role": "user", "content": [{"text": S.PROMPT}]}])
     seen = []
