@@ -2,6 +2,7 @@
 
     .venv/bin/python -m cassettes.record_examples test-server
     .venv/bin/python -m cassettes.record_examples llama URL   # a running ../shared/llama/serve.sh PORT slow
+    .venv/bin/python -m cassettes.record_examples providers  # the hosted formats' cassettes
 
 (run from the checkout, as the benchmarks are: ``cassettes`` is a package there
 so that this script imports ``tests.support`` with no ``sys.path`` edit).
@@ -16,6 +17,10 @@ generated model of ../shared/llama, about 100 tokens/s), recorded through
 ``streamtape record`` with the openai and anthropic SDKs and httpx as clients:
 chat with usage (ended by a stop sequence), chat cut by max_tokens, native /completion and Anthropic
 Messages.
+
+``providers``: one cassette per hosted format (``PROVIDER_FILES``), each stream of
+``tests/support/providers.py`` recorded through ``streamtape record`` with the
+provider's official SDK as the client (``tests/support/provider_sdks.py``).
 """
 
 from __future__ import annotations
@@ -94,10 +99,46 @@ def llama(url: str) -> None:
         rec.wait_lines(4)
 
 
+PROVIDER_FILES = {
+    "gemini.tape": ["gemini-sse"],
+    "vertex-crlf.tape": ["gemini-crlf"],
+    "gemini-array.tape": ["gemini-array"],
+    "bedrock-converse.tape": ["bedrock-converse", "bedrock-throttled"],
+    "bedrock-invoke.tape": ["bedrock-invoke"],
+    "cohere.tape": ["cohere-chat"],
+    "mistral.tape": ["mistral-chat"],
+    "azure-openai.tape": ["azure-chat"],
+}
+"""Each hosted format's example cassette and the streams it holds."""
+
+
+def providers() -> None:
+    from tests.support import provider_sdks as sdks
+    from tests.support import providers as scripted
+
+    streams = scripted.streams()
+    with scripted.upstream(gap=0.02) as up:
+        for name, held in PROVIDER_FILES.items():
+            out = HERE / name
+            out.unlink(missing_ok=True)
+            with recording(out, "--label", "source=tests/support/providers.py", upstream=up.url) as rec:
+                for stream in held:
+                    try:
+                        answer = sdks.call(stream, sdks.Target(base=rec.url))
+                        print(f"{name} {stream}: {answer.text!r} ({answer.finish})")
+                    except Exception as e:  # the throttled stream ends in the SDK's exception
+                        if streams[stream].error is None:
+                            raise
+                        print(f"{name} {stream}: {type(e).__name__}: {e}")
+                rec.wait_lines(len(held))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["test-server"]:
         test_server()
     elif sys.argv[1:2] == ["llama"] and len(sys.argv) == 3:
         llama(sys.argv[2])
+    elif sys.argv[1:2] == ["providers"]:
+        providers()
     else:
         raise SystemExit(__doc__)

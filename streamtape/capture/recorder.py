@@ -66,6 +66,7 @@ STREAMING_CONTENT_TYPES = (
     "text/event-stream",
     "application/x-ndjson",
     "application/jsonl",
+    "application/vnd.amazon.eventstream",  # Bedrock's streams (binary AWS event stream messages)
 )
 
 

@@ -17,18 +17,32 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..cassette.model import REDACTED, Headers, Request
 from ..wire import header_value
 
-__all__ = ["DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "Redaction"]
+__all__ = ["DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "SIGNED_CALL_HEADERS", "Redaction"]
 
 
 DEFAULT_REDACT_HEADERS = (
-    "authorization",
+    "authorization",  # bearer keys, and the SigV4 signature of a Bedrock call
     "proxy-authorization",
     "cookie",
     "set-cookie",
     "x-api-key",
-    "api-key",
+    "api-key",  # Azure OpenAI
+    "x-goog-api-key",  # the Gemini API (google-genai)
+    "x-amz-security-token",  # an AWS session token (temporary credentials)
 )
-DEFAULT_REDACT_QUERY = ("key", "api_key", "token")
+DEFAULT_REDACT_QUERY = ("key", "api_key", "token")  # key=: the Gemini API's key in the URL
+
+SIGNED_CALL_HEADERS = frozenset({
+    "authorization",
+    "x-amz-date",
+    "x-amz-content-sha256",
+    "x-amz-security-token",
+    "amz-sdk-invocation-id",
+    "amz-sdk-request",
+})
+"""Headers that change on every signed call (AWS SigV4: the signature, its date and body
+hash, boto3's invocation id and attempt count): matching never compares them, even when
+named in ``match_headers``, so a recording replays to an SDK that signs afresh."""
 
 @dataclass(frozen=True)
 class Redaction:

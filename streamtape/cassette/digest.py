@@ -2,7 +2,8 @@
 
 Matching compares method, path, the query as a multiset, and the body (JSON
 bodies as data: keys sorted, ``1`` and ``1.0`` one number, ``true`` and ``1``
-two values, ignored fields left out; others byte for byte). Two requests that
+two values, ignored fields left out, a field whose value is ``null`` left out
+too, since by default it matches an absent field; others byte for byte). Two requests that
 match have the same digest, so a matcher of a large cassette reads only the
 recordings with a request's digest (:class:`~streamtape.match.indexed.IndexedMatcher`),
 plus those a digest cannot stand for: recordings holding ``"REDACTED"`` in the
@@ -25,7 +26,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .model import REDACTED
 
-__all__ = ["WILDCARD", "digest_of_begin", "digest_parts", "has_redacted", "request_digest"]
+__all__ = ["WILDCARD", "digest_of_begin", "digest_parts", "has_redacted", "request_digest", "without_nulls"]
 
 WILDCARD = 0
 """The digest of a recorded request that must always be checked (it holds ``"REDACTED"``)."""
@@ -45,6 +46,16 @@ def has_redacted(node: Any) -> bool:
     return False
 
 
+def without_nulls(node: Any) -> Any:
+    """JSON data without the object fields whose value is ``null`` (at any depth; a
+    ``null`` in a list stays: it holds a place)."""
+    if isinstance(node, dict):
+        return {k: without_nulls(v) for k, v in node.items() if v is not None}
+    if isinstance(node, list):
+        return [without_nulls(v) for v in node]
+    return node
+
+
 def _number(text: str) -> float | int:
     """A JSON number as matching compares it: an integral float is that integer."""
     f = float(text)
@@ -61,7 +72,8 @@ def request_digest(
 ) -> int:
     """A 64-bit digest of a request as matching sees it.
 
-    This is digest version :data:`~streamtape.cassette.index.DIGEST_VERSION` (1):
+    This is digest version :data:`~streamtape.cassette.index.DIGEST_VERSION` (2; 1 kept
+    ``null`` fields, before a ``null`` matched an absent field):
     change what goes into it and that version must change too, or readers would
     trust digests stored by another streamtape.
 
@@ -104,6 +116,8 @@ def digest_parts(
             return WILDCARD
         if strip is not None:
             data = strip(data)
+        if b"null" in body or b"\x00" in body:
+            data = without_nulls(data)
         h.update(b"J")
         h.update(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
     else:

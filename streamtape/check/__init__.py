@@ -34,7 +34,19 @@ FINAL_MARKER: dict[ShapeName, str] = {
 SHAPE_FINDINGS: dict[ShapeName, Callable[[Sequence[WireEvent]], list[tuple[str, str, int | None]]]] = {
     "ag-ui": agui.findings,
     "a2a": a2a.findings,
+    "gemini-interactions": "interaction.complete",
+    "bedrock-converse": "metadata",
+    "bedrock-invoke": "message_stop",
+    "cohere": "message-end",
+    "openai-assistants": "event: done",
+    "replicate": "event: done",
+    "watsonx": "a result with a stop_reason",
 }
+END_OF_BODY: tuple[ShapeName, ...] = ("gemini",)
+"""Formats with no final marker over SSE (the end of the body ends the stream), whose
+finish is still expected; on the JSON array wire the closing ``]`` is the marker."""
+UNKNOWN: tuple[ShapeName, ...] = ("sse", "ndjson", "eventstream", "jsonarray")
+"""The generic wires: a stream whose format is not known, whose meaning is not checked."""
 USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
 
 THINK_TAG = re.compile(r"</?think>")
@@ -51,7 +63,7 @@ Code = Literal[
     "no-response", "http-status", "outcome", "decode-error", "not-a-stream", "no-done",
     "no-finish", "finish-length", "finish-content-filter", "error-event", "invalid-json",
     "control-token", "keepalive", "usage-missing", "cut-event", "tool-args-invalid",
-    "refusal", "reasoning-inline",
+    "refusal", "reasoning-inline", "crc-mismatch", "frame-error", "unknown-format",
     # WebSocket sessions (streamtape.check.websocket)
     "close-abnormal", "no-response-done",
     # agent streams (streamtape.shapes.agui, streamtape.shapes.a2a)
@@ -160,17 +172,27 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
         out.append(Finding("decode-error", a.decode_error))
     if a.wire is None:
         if r.status == 200 and len(ix.pieces) > 0 and shape is None:
-            out.append(Finding("not-a-stream", f"body is not SSE or NDJSON ({r.content_type or 'no content type'})"))
+            out.append(Finding("not-a-stream", "body is not SSE, NDJSON, an AWS event stream or "
+                               f"a JSON array ({r.content_type or 'no content type'})"))
         return out
+    for fe in a.frame_errors:
+        out.append(Finding("crc-mismatch" if fe.kind == "crc" else "frame-error",
+                           f"{a.wire}: {fe.message}", fe.event))
+    if shape is None and a.shape in UNKNOWN and a.wire_events and not _jsonrpc(a):
+        out.append(Finding("unknown-format",
+                           f"the stream's format is not one streamtape knows (a generic {a.wire} "
+                           "stream): its answer, tool calls and finish could not be checked"))
     if a.shape in DONE_SENTINEL and not a.done:
         out.append(Finding("no-done", "no data: [DONE] at the end of the stream"))
     elif a.shape in FINAL_MARKER and not a.done:
         out.append(Finding("no-done", f"no final marker ({FINAL_MARKER[a.shape]})"))
+    elif a.shape in END_OF_BODY and a.wire == "jsonarray" and not a.done:
+        out.append(Finding("no-done", "no closing ] of the JSON array: the stream was cut"))
     several = len(a.choices) > 1
     for ch in a.choices:
         # With n > 1 every choice has its own finish; name the choice then.
         who = f"choice {ch.index}: " if several else ""
-        if a.shape in FINAL_MARKER or a.shape in DONE_SENTINEL:
+        if a.shape in FINAL_MARKER or a.shape in DONE_SENTINEL or a.shape in END_OF_BODY:
             if ch.finish is None:
                 out.append(Finding("no-finish", f"{who}no finish event (finish_reason / stop reason)"))
             elif ch.finish.reason == "length":
@@ -188,7 +210,10 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
                                "reasoning inline, not split out (no reasoning parser?)"))
     for e in a.errors:
         msg = e.error.get("message", e.error) if isinstance(e.error, dict) else e.error
-        out.append(Finding("error-event", f"error event after HTTP {r.status}: {_short(msg)}",
+        what = "error event"
+        if a.wire == "eventstream" and isinstance(e.error, dict) and e.error.get("type"):
+            what = f"{e.error['type']} message"  # an exception message: its type
+        out.append(Finding("error-event", f"{what} after HTTP {r.status}: {_short(msg)}",
                            e.source))
     for i in a.invalid_json:
         out.append(Finding("invalid-json", f"event {i} is not valid JSON: "
@@ -214,6 +239,13 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
                                    f"{who}tool call {c.index} ({c.name}) arguments are not valid "
                                    f"JSON once joined: {_short(c.arguments)}"))
     return out
+
+
+def _jsonrpc(a: Analysis) -> bool:
+    """A generic stream of JSON-RPC messages (MCP's Streamable HTTP): a format known
+    well enough, whose answer is the JSON-RPC result."""
+    return any(isinstance(w.value, dict) and w.value.get("jsonrpc") == "2.0"
+               for w in a.wire_events)
 
 
 def _control_tokens(text: str) -> list[str]:

@@ -24,8 +24,10 @@ from ._common import warn
 @click.pass_context
 def check(ctx: click.Context, file: tuple[str, ...], as_json: bool, shape: str | None) -> None:
     """Report protocol findings per interaction (no [DONE], no finish, finish length,
-    control tokens in the text, invalid JSON events, error events after a 200,
-    keep-alives, usage missing though requested, incomplete outcomes). A WebSocket
+    control tokens in the text, invalid JSON events, error events after a 200 (a
+    Bedrock exception message too), keep-alives, usage missing though requested, an
+    event-stream CRC that does not match, a stream of a format streamtape does not
+    know (its meaning unchecked), incomplete outcomes). A WebSocket
     session: a Realtime response without response.done, an abnormal close (a code
     other than 1000/1001, or no close frame), error events.
 

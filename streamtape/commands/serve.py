@@ -40,6 +40,9 @@ def _echo(line: str) -> None:
               help="Request header compared when matching (repeatable).")
 @click.option("--strict", is_flag=True,
               help="Running out of recorded repeats of a request is a no-match.")
+@click.option("--strict-nulls", is_flag=True,
+              help="A JSON null in a recorded request body matches only a null, not an absent "
+                   "field (by default the two match: SDKs leave unset options out).")
 @click.option("--proxy", is_flag=True,
               help="Run as an HTTP(S) proxy (mitmproxy) that answers matching requests "
                    "from the cassettes.")
@@ -73,6 +76,7 @@ def serve(
     ignore_fields: tuple[str, ...],
     match_headers: tuple[str, ...],
     strict: bool,
+    strict_nulls: bool,
     proxy: bool,
     passthrough: bool | None,
     no_match_status: int,
@@ -110,7 +114,8 @@ def serve(
     n = sum(len(c) for c in cassettes)
     if proxy:
         _serve_proxy(tuple(str(f) for f in found.files), host, port, profile, ignore_fields,
-                     match_headers, strict, passthrough is not False, confdir, n, no_match_status)
+                     match_headers, strict, passthrough is not False, confdir, n, no_match_status,
+                     strict_nulls)
         return
 
     # Late: the asyncio server is not needed by other commands.
@@ -121,7 +126,7 @@ def serve(
                     worker: WorkerSetup | None = None) -> ReplayServer:
         return ReplayServer(
             cassettes, profile=prof, host=host, port=port, ignore_fields=ignore_fields,
-            match_headers=match_headers, strict=strict, log=log,
+            match_headers=match_headers, strict=strict, strict_nulls=strict_nulls, log=log,
             max_body=MAX_BODY if max_body is None else max_body,
             client_timeout=CLIENT_TIMEOUT_S if client_timeout is None else client_timeout,
             reuse_port=worker is not None,
@@ -155,7 +160,7 @@ def serve(
 def _serve_proxy(
     paths: tuple[str, ...], host: str, port: int, profile: str, ignore_fields: tuple[str, ...],
     match_headers: tuple[str, ...], strict: bool, passthrough: bool, confdir: str | None, n: int,
-    no_match_status: int = NO_MATCH_STATUS,
+    no_match_status: int = NO_MATCH_STATUS, strict_nulls: bool = False,
 ) -> None:
     from ..mitm.proxy import run_proxy  # late: mitmproxy is heavy and only --proxy needs it
     from ..mitm.replay import ReplayAddon
@@ -186,6 +191,7 @@ def _serve_proxy(
         "streamtape_ignore_fields": list(ignore_fields),
         "streamtape_match_headers": list(match_headers),
         "streamtape_strict": "true" if strict else "false",
+        "streamtape_strict_nulls": "true" if strict_nulls else "false",
         "streamtape_unmatched": "passthrough" if passthrough else "refuse",
         "streamtape_no_match_status": str(no_match_status),
     }

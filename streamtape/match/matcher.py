@@ -8,7 +8,14 @@ A request matches a recorded one when all of these agree:
 - query, as a multiset of ``name=value`` pairs (order of names ignored);
 - body: JSON bodies are compared as data (key order and whitespace ignored,
   ``1`` and ``1.0`` equal, ``true`` and ``1`` not); other bodies byte for byte;
-- headers only when named in ``match_headers`` (case-insensitive names).
+- headers only when named in ``match_headers`` (case-insensitive names), and never
+  those that change on every signed call (``X-Amz-Date``, ``Authorization``, ...:
+  :data:`~streamtape.capture.redaction.SIGNED_CALL_HEADERS`), so a Bedrock recording
+  answers boto3's freshly signed requests.
+
+A JSON ``null`` counts as absent: a recorded ``"keep_alive": null`` matches a
+body without ``keep_alive`` (an SDK that leaves unset options out) and the
+other way round, unless ``strict_nulls=True`` (``--strict-nulls``).
 
 ``ignore_fields`` names JSON body fields that may differ between runs. A plain
 name (``user``) is ignored **at any depth** (in every object of the body); a
@@ -49,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from ..capture.redaction import DEFAULT_REDACT_HEADERS
+from ..capture.redaction import DEFAULT_REDACT_HEADERS, SIGNED_CALL_HEADERS
 from ..cassette.digest import has_redacted
 from ..cassette.model import REDACTED, Interaction, Request
 from ..errors import NoMatchError
@@ -198,24 +205,28 @@ class JsonComparison:
 
     ignore_names: frozenset[str] = frozenset()
     ignore_paths: frozenset[str] = frozenset()
+    nulls_absent: bool = False
+    """Whether an object field whose value is ``null`` counts as absent (on either side)."""
 
     @classmethod
-    def of(cls, ignore_fields: Iterable[str]) -> JsonComparison:
+    def of(cls, ignore_fields: Iterable[str], *, nulls_absent: bool = False) -> JsonComparison:
         fields = [f.strip() for f in ignore_fields if f.strip()]
-        return cls(frozenset(f for f in fields if "." not in f), frozenset(f for f in fields if "." in f))
+        return cls(frozenset(f for f in fields if "." not in f), frozenset(f for f in fields if "." in f),
+                   nulls_absent)
 
     def _ignored(self, key: Any, keypath: str) -> bool:
         return key in self.ignore_names or keypath in self.ignore_paths
 
     def strip(self, node: Any, keypath: str = "") -> Any:
-        """JSON data without the ignored fields (for a quick equality test)."""
-        if not (self.ignore_names or self.ignore_paths):
+        """JSON data without the ignored fields, and without ``null`` fields when they count
+        as absent (for a quick equality test)."""
+        if not (self.ignore_names or self.ignore_paths or self.nulls_absent):
             return node
         if isinstance(node, dict):
             out = {}
             for k, v in node.items():
                 kp = f"{keypath}.{k}" if keypath else str(k)
-                if self._ignored(k, kp):
+                if self._ignored(k, kp) or (v is None and self.nulls_absent):
                     continue
                 out[k] = self.strip(v, kp)
             return out
@@ -257,6 +268,8 @@ class JsonComparison:
                 kp = f"{keypath}.{k}" if keypath else str(k)
                 if self._ignored(k, kp):
                     continue
+                if self.nulls_absent and rec.get(k, None) is None and got.get(k, None) is None:
+                    continue  # null on one side, absent (or null) on the other
                 if k not in got:
                     if rec[k] != REDACTED:
                         yield 1, f"lacks {_place(shown, k)} (recorded {short(rec[k])})"
@@ -305,9 +318,11 @@ _METHOD = 1 << 65
 class _Compare:
     """Differences between a recorded request and a received one, most important first."""
 
-    def __init__(self, ignore_fields: Iterable[str], match_headers: Iterable[str]) -> None:
-        self.json = JsonComparison.of(ignore_fields)
-        self.match_headers = tuple(h.strip().lower() for h in match_headers if h.strip())
+    def __init__(self, ignore_fields: Iterable[str], match_headers: Iterable[str], *,
+                 strict_nulls: bool = False) -> None:
+        self.json = JsonComparison.of(ignore_fields, nulls_absent=not strict_nulls)
+        names = (h.strip().lower() for h in match_headers)
+        self.match_headers = tuple(h for h in names if h and h not in SIGNED_CALL_HEADERS)
 
     def strip(self, node: Any) -> Any:
         """JSON data without the ignored fields (for a quick equality test)."""
@@ -420,6 +435,7 @@ class Matcher:
         ignore_fields: Iterable[str] = (),
         match_headers: Iterable[str] = (),
         strict: bool = False,
+        strict_nulls: bool = False,
         keep_received: int = 10_000,
         journal: RequestJournal | None = None,
         sources: Sequence[str | None] | None = None,
@@ -430,7 +446,9 @@ class Matcher:
         self.strict = strict
         self.ignore_fields = tuple(ignore_fields)
         self.match_headers = tuple(match_headers)
-        self._cmp = _Compare(self.ignore_fields, self.match_headers)
+        self.strict_nulls = strict_nulls
+        """Whether a recorded JSON ``null`` must be sent as ``null`` (else it matches absence)."""
+        self._cmp = _Compare(self.ignore_fields, self.match_headers, strict_nulls=strict_nulls)
         self._keys = [
             RequestKey.of(ix.request.method, ix.request.url, ix.request.headers, ix.request.body)
             for ix in self.interactions

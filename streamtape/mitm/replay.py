@@ -105,7 +105,7 @@ class ReplayAddon(FailLoudly):
         self.no_match_status = NO_MATCH_STATUS
         self._names: list[str | None] = []
         self._token = secrets.token_hex(8)
-        self._config_key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bool] | None = None
+        self._config_key: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], bool, bool] | None = None
         self.routes = DirectRoutes()
         self._hosts: set[tuple[str, int]] | None = None
         self._counts = {"replayed": 0, "passthrough": 0, "refused": 0}
@@ -140,6 +140,10 @@ class ReplayAddon(FailLoudly):
             "true: running out of recorded repeats of a request is a no-match.",
         )
         loader.add_option(
+            "streamtape_strict_nulls", OptStr, "false",
+            "true: a JSON null in a recorded request body matches only a null, not an absent field.",
+        )
+        loader.add_option(
             "streamtape_unmatched", str, "passthrough",
             "What to do with a request no recording answers: passthrough (send it upstream) "
             "or refuse (an error naming the closest recording).",
@@ -169,6 +173,7 @@ class ReplayAddon(FailLoudly):
                 f"streamtape_unmatched: expected passthrough or refuse, got {o.streamtape_unmatched!r}"
             ) from None
         strict = parse_bool("streamtape_strict", o.streamtape_strict)
+        strict_nulls = parse_bool("streamtape_strict_nulls", o.streamtape_strict_nulls)
         status = (o.streamtape_no_match_status or "").strip()
         if not status.isdigit() or int(status) not in ERROR_STATUSES:
             raise OptionError(f"streamtape_no_match_status: expected an error status, "
@@ -180,7 +185,7 @@ class ReplayAddon(FailLoudly):
             raise OptionError(f"streamtape_profile: {e}") from None
         paths = split_values(o.streamtape_cassette)
         key = (tuple(paths), tuple(o.streamtape_ignore_fields), tuple(o.streamtape_match_headers),
-               strict)
+               strict, strict_nulls)
         if key != self._config_key:
             if not paths:
                 raise OptionError("streamtape_cassette: no cassette given "
@@ -197,6 +202,7 @@ class ReplayAddon(FailLoudly):
                 ignore_fields=split_values(o.streamtape_ignore_fields),
                 match_headers=split_values(o.streamtape_match_headers),
                 strict=strict,
+                strict_nulls=strict_nulls,
                 sources=names,
             )
             self._names = names

@@ -117,6 +117,9 @@ class FaultKind(StrEnum):
     RESET = "reset"
     CUT_EVENT = "cut-event"
     ERROR_EVENT = "error-event"
+    EXCEPTION = "exception"
+    """An AWS event stream ends after event N in an exception message of a type
+    (``exception:N:throttlingException``), as Bedrock fails mid-stream."""
     STALL = "stall"
     KEEPALIVE = "keepalive"
     DROP_DONE = "drop-done"
@@ -209,6 +212,8 @@ class Item:
     args: tuple[float, ...] = ()
     text: str = ""
     amount: Amount | None = None
+    name: str = ""
+    """The word argument of ``exception:N:TYPE`` (the exception type); "" for others."""
 
     def __str__(self) -> str:
         return self.text or str(self.kind)

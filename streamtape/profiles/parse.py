@@ -85,7 +85,9 @@ chunk=      how the body is cut into pieces (joined, always the recorded body)
   bytes:N         N bytes per piece
   random:A-B      random sizes from A to B bytes (seeded)
   utf8-split      recorded pieces, plus a cut inside every multi-byte UTF-8 character
-  events          one SSE event / NDJSON line per piece
+                  (an AWS event stream: inside its payloads, the messages as recorded)
+  events          one SSE event / NDJSON line / event-stream message / JSON array
+                  element per piece
   split-events    like events, and every event cut in the middle of its JSON
   crlf-split      recorded pieces, plus a cut between every CR and its LF
   coalesce:MS     join recorded pieces that arrived within MS of the group's first
@@ -114,6 +116,10 @@ fault=      (repeatable) events are counted from 1; comments do not count
   reset:P% | reset:NB   abort with a TCP reset after P% / N bytes
   cut-event:N     close before the body's end right after event N (0: before any)
   error-event:N   after event N, an error event in the format's own shape, then the end
+                  (an AWS event stream: a modelStreamErrorException message)
+  exception:N:TYPE  an AWS event stream (Bedrock): after message N, an exception
+                  message of TYPE (throttlingException, modelStreamErrorException,
+                  validationException...), then the end
   stall:N:S       S seconds of silence before event N
   keepalive:S     an SSE comment after every S seconds of silence (0: before every event)
   drop-done       leave out data: [DONE]
@@ -172,6 +178,7 @@ _FAULT_ARITY: Mapping[FaultKind, int] = {
     FaultKind.RESET: 1,
     FaultKind.CUT_EVENT: 1,
     FaultKind.ERROR_EVENT: 1,
+    FaultKind.EXCEPTION: 2,
     FaultKind.STALL: 2,
     FaultKind.KEEPALIVE: 1,
     FaultKind.DROP_DONE: 0,
@@ -283,6 +290,12 @@ def _parse_fault(value: str) -> Item:
         return Item(kind, (amount.value,), value, amount)
     if kind in (FaultKind.CUT_EVENT, FaultKind.ERROR_EVENT):
         return Item(kind, (_num(args[0], f"{kind}:N", integer=True),), value)
+    if kind is FaultKind.EXCEPTION:
+        name = args[1].strip()
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name):
+            raise _Bad(f"exception:N:TYPE needs an exception type such as "
+                       f"throttlingException, not {args[1]!r}")
+        return Item(kind, (_num(args[0], "exception:N", integer=True),), value, name=name)
     if kind is FaultKind.STALL:
         n = _num(args[0], "stall:N", integer=True, minimum=1)
         return Item(kind, (n, _num(args[1], "stall:S")), value)

@@ -14,10 +14,11 @@ Rules the drivers can rely on:
   recording), before latency is applied.
 - Event boundaries come from :func:`streamtape.shapes.event_spans`. Events
   are counted from 1 and are the SSE blocks carrying ``data:`` (including
-  ``[DONE]``) or the NDJSON lines; comments do not count.
+  ``[DONE]``), the NDJSON lines, the AWS event-stream messages or the JSON
+  array's elements (and its closing ``]``); comments do not count.
 - Faults apply in a fixed order whatever the order of the items: status
   (replaces everything else), drop-done, the earliest of cut / reset /
-  cut-event / error-event, stall, keepalive, slow-headers. The WebSocket
+  cut-event / error-event / exception, stall, keepalive, slow-headers. The WebSocket
   items (``chunk=fragment``, ``fault=close`` / ``drop`` / ``ping``) are
   :mod:`.messages`'s; an HTTP schedule ignores them, so one profile serves
   a cassette of responses and sessions.
@@ -66,6 +67,7 @@ from ..cassette.model import Interaction, Outcome, Response
 from ..cassette.pieces import Piece, Pieces, PieceSequence
 from ..errors import ProfileError
 from ..shapes import Span, detect_shape, error_body, error_event, event_spans, wire_of
+from ..shapes.eventstream import EventStreamDecoder, EventStreamMessage, exception_message
 from ..wire import UPSTREAM_RESET, Framing, end_to_end, has_no_body, reason_phrase, replay_framing
 from .model import (
     ChunkKind,
@@ -117,19 +119,19 @@ class _Events:
 
 
 def _event_wire(ix: Interaction) -> str | None:
-    """``"sse"`` or ``"ndjson"`` for an identity-encoded stream of events, else None."""
+    """The wire of an identity-encoded stream of events (SSE, NDJSON, the AWS event
+    stream, a JSON array), else None."""
     resp = ix.response
     if resp is None:
         return None
     enc = (resp.header("content-encoding") or "identity").strip().lower()
     if enc not in ("", "identity"):
         return None
-    wire = wire_of(ix)
-    return wire if wire in ("sse", "ndjson") else None
+    return wire_of(ix)
 
 
 def _events_of(ix: Interaction, body: bytes) -> _Events | None:
-    """Event spans of an identity-encoded SSE/NDJSON body, else None."""
+    """Event spans of an identity-encoded body of events, else None."""
     wire = _event_wire(ix)
     if wire is None:
         return None
@@ -140,8 +142,8 @@ def _events_of(ix: Interaction, body: bytes) -> _Events | None:
 def _need_events(ev: _Events | None, item: Item, text: str) -> _Events:
     if ev is None:
         raise ProfileError(
-            f"profile {text!r}: fault {str(item)!r} needs an SSE or NDJSON stream "
-            "(identity-encoded); this response is neither"
+            f"profile {text!r}: fault {str(item)!r} needs a stream of events (SSE, NDJSON, "
+            "an AWS event stream or a JSON array, identity-encoded); this response is none"
         )
     return ev
 
@@ -172,6 +174,20 @@ def _json_mid(body: bytes, start: int, end: int) -> int:
 _UTF8_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
 
 
+def _utf8_cuts(body: bytes, wire: str | None) -> list[int]:
+    """An offset inside every multi-byte UTF-8 character. In an AWS event stream only
+    inside the payloads: its preludes, headers and CRCs are binary, and the messages
+    (their CRCs too) stay as recorded."""
+    if wire != "eventstream":
+        return [m.end() for m in _UTF8_LEAD.finditer(body)]
+    cuts: list[int] = []
+    for m in EventStreamDecoder().feed(body):
+        if isinstance(m, EventStreamMessage):
+            at = m.end - 4 - len(m.payload)
+            cuts.extend(at + c.end() for c in _UTF8_LEAD.finditer(m.payload))
+    return cuts
+
+
 def recorded_ending(ix: Interaction) -> StepKind:
     """How the recorded response ended on the wire: cleanly, cut (a FIN), or reset (an RST).
 
@@ -199,8 +215,8 @@ def _newline_wire(ix: Interaction, newline: NewlineKind) -> str | None:
     if newline is NewlineKind.RECORDED:
         return None
     wire = _event_wire(ix)
-    if wire == "ndjson" and newline is NewlineKind.CR:
-        return None
+    if wire not in ("sse", "ndjson") or (wire == "ndjson" and newline is NewlineKind.CR):
+        return None  # (binary messages, or JSON whose line breaks are only whitespace)
     return wire
 
 
@@ -270,7 +286,7 @@ def _recorded(resp: Response) -> tuple[list[int], list[bytes]]:
 
 _RESHAPING = frozenset((
     FaultKind.DROP_DONE, FaultKind.CUT, FaultKind.RESET, FaultKind.CUT_EVENT,
-    FaultKind.ERROR_EVENT, FaultKind.STALL, FaultKind.KEEPALIVE,
+    FaultKind.ERROR_EVENT, FaultKind.EXCEPTION, FaultKind.STALL, FaultKind.KEEPALIVE,
 ))
 """Faults that add, cut or move pieces; without them :meth:`_ScheduleBuilder.plain` applies."""
 
@@ -424,10 +440,8 @@ class _ScheduleBuilder:
                 elif p.start < offset:
                     kept.append(_Piece(p.at, p.start, offset, p.data[: offset - p.start]))
             at = kept[-1].at if kept else head
-            if kind == FaultKind.ERROR_EVENT:
-                data = error_event(detect_shape(ix), ERROR_MESSAGE)
-                if _newline_wire(ix, self.p.newline) is not None:
-                    data = data.replace(b"\n", self.eol)  # the converted body's line ending
+            if kind in (FaultKind.ERROR_EVENT, FaultKind.EXCEPTION):
+                data = self.error_data(_item, offset)
                 if data:
                     extra.append(_Piece(at, offset, offset, data))
                 terminal = StepKind.END
@@ -543,7 +557,7 @@ class _ScheduleBuilder:
                     break
                 cuts.append(pos)
         elif kind == ChunkKind.UTF8_SPLIT:
-            cuts = [*recorded, *(m.end() for m in _UTF8_LEAD.finditer(body))]
+            cuts = [*recorded, *_utf8_cuts(body, _event_wire(self.ix))]
         elif kind == ChunkKind.CRLF_SPLIT:
             cuts = [*recorded, *(m.start() + 1 for m in re.finditer(rb"\r\n", body))]
         elif kind in (ChunkKind.EVENTS, ChunkKind.SPLIT_EVENTS):
@@ -635,13 +649,29 @@ class _ScheduleBuilder:
             if f.kind in (FaultKind.CUT, FaultKind.RESET):
                 assert f.amount is not None, "parse_profile gives cut and reset an amount"
                 offset = f.amount.offset_in(len(self.body))
-            elif f.kind in (FaultKind.CUT_EVENT, FaultKind.ERROR_EVENT):
+            elif f.kind in (FaultKind.CUT_EVENT, FaultKind.ERROR_EVENT, FaultKind.EXCEPTION):
                 offset = self.event_end(f, int(f.args[0]))
             else:
                 continue
             if best is None or offset < best[1]:
                 best = (FaultKind(f.kind), offset, f)
         return best
+
+    def error_data(self, item: Item, offset: int) -> bytes:
+        """The error event an ``error-event`` or ``exception`` fault sends at ``offset``."""
+        ix = self.ix
+        wire = self.events.wire if self.events is not None else None
+        if item.kind == FaultKind.EXCEPTION:
+            if wire != "eventstream":
+                raise self.err(item, "needs an AWS event stream (Bedrock); this response is "
+                               f"{wire or 'not a stream of events'}")
+            return exception_message(item.name, f"streamtape fault: {item.name} injected")
+        data = error_event(detect_shape(ix), ERROR_MESSAGE, wire)
+        if wire == "jsonarray" and offset == 0:  # no element before it: the array opens here
+            data = b"[" + data[1:]
+        if _newline_wire(ix, self.p.newline) is not None:
+            data = data.replace(b"\n", self.eol)  # the converted body's line ending
+        return data
 
     def stall(self, item: Item, pieces: list[_Piece], term: _Piece) -> tuple[list[_Piece], _Piece]:
         ev = _need_events(self.events, item, self.text)

@@ -61,7 +61,7 @@ Marker
 ------
 ``@pytest.mark.streamtape(cassette=..., record_mode=..., upstream=...,
 profile=... | profiles=..., realtime=True, ignore_fields=..., match_headers=...,
-strict=False, seed=None, no_match=422)`` on a test, class or module (the
+strict=False, strict_nulls=False, seed=None, no_match=422)`` on a test, class or module (the
 nearest wins, argument by argument).
 
 - ``profile``: one profile (``"faithful"``, ``"instant"``,

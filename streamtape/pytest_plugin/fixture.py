@@ -130,7 +130,8 @@ class Streamtape:
         if self._matcher is None:
             s = self.settings
             self._matcher = Matcher(
-                self._file_cassette(), ignore_fields=s.ignore_fields, match_headers=s.match_headers, strict=s.strict
+                self._file_cassette(), ignore_fields=s.ignore_fields, match_headers=s.match_headers, strict=s.strict,
+                strict_nulls=s.strict_nulls,
             )
         return self._matcher
 
@@ -140,6 +141,7 @@ class Streamtape:
             "ignore_fields": s.ignore_fields,
             "match_headers": s.match_headers,
             "strict": s.strict,
+            "strict_nulls": s.strict_nulls,
             "seed": s.seed,
             "no_match": s.no_match,
         }
@@ -173,6 +175,7 @@ class Streamtape:
                 ignore_fields=s.ignore_fields,
                 match_headers=s.match_headers,
                 strict=s.strict,
+                strict_nulls=s.strict_nulls,
             )
             self._recorder = recorder
             try:

@@ -111,6 +111,7 @@ class ProxyRecorder:
         ignore_fields: tuple[str, ...] = (),
         match_headers: tuple[str, ...] = (),
         strict: bool = False,
+        strict_nulls: bool = False,
     ) -> None:
         self.upstream = upstream
         self.out = out
@@ -120,6 +121,7 @@ class ProxyRecorder:
         self.ignore_fields = ignore_fields
         self.match_headers = match_headers
         self.strict = strict
+        self.strict_nulls = strict_nulls
         self.url = ""
         self.recorded: list[Interaction] = []
         self.errors: list[str] = []
@@ -156,6 +158,7 @@ class ProxyRecorder:
                 streamtape_ignore_fields=list(self.ignore_fields),
                 streamtape_match_headers=list(self.match_headers),
                 streamtape_strict="true" if self.strict else "false",
+                streamtape_strict_nulls="true" if self.strict_nulls else "false",
                 streamtape_unmatched="passthrough",
                 streamtape_filter=REPLAY_HEADER_FILTER,
             )

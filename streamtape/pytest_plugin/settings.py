@@ -58,7 +58,7 @@ RECORD_MODES = tuple(m.value for m in RecordMode)
 PROFILE_SETS: Mapping[str, Mapping[str, str]] = {"adversarial": ADVERSARIAL}
 """Named profile sets for ``profiles="NAME"``: member name (the test id) -> profile text."""
 
-REPLAY_OPTIONS = ("ignore_fields", "match_headers", "strict", "seed", "no_match")
+REPLAY_OPTIONS = ("ignore_fields", "match_headers", "strict", "strict_nulls", "seed", "no_match")
 MARKER_KEYS = (
     "cassette",
     "profile",
@@ -236,6 +236,7 @@ class TestSettings:
     ignore_fields: tuple[str, ...]
     match_headers: tuple[str, ...]
     strict: bool
+    strict_nulls: bool
     seed: int | None
     no_match: NoMatchMode
 
@@ -335,6 +336,7 @@ def resolve(
         ignore_fields=_strings(kwargs.get("ignore_fields", ()), "ignore_fields"),
         match_headers=_strings(kwargs.get("match_headers", ()), "match_headers"),
         strict=bool(kwargs.get("strict", False)),
+        strict_nulls=bool(kwargs.get("strict_nulls", False)),
         seed=seed,
         no_match=no_match,
     )

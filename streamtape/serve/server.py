@@ -191,7 +191,7 @@ class ReplayServer:
 
     ``source`` is a :class:`~streamtape.match.matcher.Matcher`, or interactions /
     cassettes / paths from which one is built with ``ignore_fields``,
-    ``match_headers`` and ``strict``. ``profile`` is a profile text or a
+    ``match_headers``, ``strict`` and ``strict_nulls``. ``profile`` is a profile text or a
     :class:`~streamtape.profiles.Profile`. ``log`` receives one line per request.
     ``sources`` names the cassette of each of the matcher's interactions (for
     the log line, and for the no-match message if the matcher has no ``sources``
@@ -217,6 +217,7 @@ class ReplayServer:
         ignore_fields: Iterable[str] = (),
         match_headers: Iterable[str] = (),
         strict: bool = False,
+        strict_nulls: bool = False,
         log: Callable[[str], None] | None = None,
         direct_token: str | None = None,
         sources: Sequence[str | None] | None = None,
@@ -240,6 +241,7 @@ class ReplayServer:
                 ignore_fields=tuple(ignore_fields),
                 match_headers=tuple(match_headers),
                 strict=strict,
+                strict_nulls=strict_nulls,
                 journal=journal,
                 sources=names,
             )

@@ -6,6 +6,10 @@ Parsing a body (incremental, never raising on input):
 
 - :class:`SSEParser` -> :class:`SSEEvent` / :class:`SSEIgnored`, :func:`parse_sse`;
 - :class:`NDJSONParser` -> :class:`NDJSONLine`, :func:`parse_ndjson`;
+- :class:`EventStreamDecoder` -> :class:`EventStreamMessage` / :class:`EventStreamBreak`
+  (the AWS event stream; :func:`encode_message` writes one);
+- :class:`JSONArrayParser` -> :class:`JSONElement`, :func:`parse_json_array` (a JSON
+  array streamed element by element);
 - :func:`decoded_body` -> :class:`DecodedBody`: the pieces with content encoding undone;
 - :func:`event_spans` -> :class:`Span`: byte ranges of complete events (for replay faults).
 
@@ -22,7 +26,8 @@ The normalized view:
   error, done) with timestamps; every :class:`Choice` assembled (answer text,
   reasoning, refusal, :class:`ToolCall` s, :class:`Finish` with
   :data:`FinishReason`); :class:`Usage`; :func:`wire_events` ->
-  :class:`WireEvent`; :data:`NORMALIZERS`, one per format.
+  :class:`WireEvent`; :data:`NORMALIZERS`, one per format; :class:`FrameError` (a
+  wire's framing found broken).
 
 Errors in a format's own shape: :func:`error_event` (mid-stream), :func:`error_body`.
 """
@@ -33,7 +38,9 @@ from ..errors import ShapeError
 from .analyze import NORMALIZERS, analyze, check_shape, wire_events
 from .body import DecodedBody, decoded_body
 from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, wire_of
+from .eventstream import EventStreamBreak, EventStreamDecoder, EventStreamMessage, encode_message
 from .faults import error_body, error_event
+from .jsonarray import JSONArrayParser, JSONElement, parse_json_array
 from .model import (
     KINDS,
     REASONS,
@@ -44,6 +51,7 @@ from .model import (
     EventKind,
     Finish,
     FinishReason,
+    FrameError,
     ShapeName,
     ToolCall,
     Usage,
@@ -66,8 +74,14 @@ __all__ = [
     "DecodedBody",
     "Event",
     "EventKind",
+    "EventStreamBreak",
+    "EventStreamDecoder",
+    "EventStreamMessage",
     "Finish",
     "FinishReason",
+    "FrameError",
+    "JSONArrayParser",
+    "JSONElement",
     "NDJSONLine",
     "NDJSONParser",
     "SSEEvent",
@@ -85,9 +99,11 @@ __all__ = [
     "check_shape",
     "decoded_body",
     "detect_shape",
+    "encode_message",
     "error_body",
     "error_event",
     "event_spans",
+    "parse_json_array",
     "parse_ndjson",
     "parse_sse",
     "wire_events",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import codecs
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,21 +15,31 @@ from . import (
     a2a,
     agui,
     anthropic,
+    bedrock,
+    cohere,
+    gemini,
+    gemini_interactions,
     generic,
     llamacpp,
     ollama,
+    openai_assistants,
     openai_chat,
     openai_completions,
     openai_responses,
+    replicate,
     tgi,
+    watsonx,
 )
 from .body import decoded_body
-from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, wire_of
+from .detect import SHAPES, WIRE_OF_SHAPE, detect_shape, fits, wire_of
+from .eventstream import EventStreamDecoder, EventStreamMessage
+from .jsonarray import JSONArrayParser
 from .model import (
     Analysis,
     Choice,
     Event,
     Finish,
+    FrameError,
     ShapeName,
     ToolCall,
     Usage,
@@ -50,11 +62,24 @@ NORMALIZERS: dict[ShapeName, Normalizer] = {
     "anthropic": anthropic.normalize,
     "ag-ui": agui.normalize,
     "a2a": a2a.normalize,
+    "gemini": gemini.normalize,
+    "gemini-interactions": gemini_interactions.normalize,
+    "bedrock-converse": bedrock.normalize_converse,
+    "bedrock-invoke": bedrock.normalize_invoke,
+    "cohere": cohere.normalize,
+    "openai-assistants": openai_assistants.normalize,
+    "replicate": replicate.normalize,
+    "watsonx": watsonx.normalize,
     "sse": generic.normalize,
     "ndjson": generic.normalize,
+    "eventstream": generic.normalize,
+    "jsonarray": generic.normalize,
 }
 
 _loads = json.loads
+
+PLAIN_TEXT: dict[ShapeName, tuple[str, ...]] = {"replicate": ("output",)}
+"""Formats whose events of these SSE names carry plain text, not JSON."""
 
 
 def check_shape(shape: str) -> ShapeName:
@@ -65,10 +90,64 @@ def check_shape(shape: str) -> ShapeName:
     raise ShapeError(f"unknown shape {shape!r} (--shape): expected one of {', '.join(SHAPES)}")
 
 
+@dataclass
+class _Read:
+    """A body read on its wire."""
+
+    events: list[WireEvent]
+    keepalives: int
+    line_endings: set[str]
+    tail: bytes
+    frame_errors: list[FrameError] = field(default_factory=list)
+
+
 def wire_events(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> tuple[
     list[WireEvent], int, set[str], bytes
 ]:
     """Parse pieces into wire events. Returns (events, keep-alive blocks, line endings, tail)."""
+    r = _read(pieces, wire)
+    return r.events, r.keepalives, r.line_endings, r.tail
+
+
+def _eventstream_events(pieces: Sequence[tuple[int, bytes]]) -> _Read:
+    """Each message a wire event: its JSON payload as the value (an empty payload: None)."""
+    d = EventStreamDecoder()
+    out: list[WireEvent] = []
+    errors: list[FrameError] = []
+    for at, data in pieces:
+        for m in d.feed(data, at):
+            if not isinstance(m, EventStreamMessage):
+                errors.append(FrameError("crc" if "CRC" in m.reason else "frame", m.reason))
+                continue
+            text = m.payload.decode("utf-8", "replace")
+            val, ok = _parse_json(text) if text.strip() else (None, True)
+            if not m.crc_ok:
+                errors.append(FrameError("crc", f"message {len(out)} ({m.event_type or 'untyped'}"
+                                                "): its CRC32 does not match its bytes", len(out)))
+            out.append(WireEvent(len(out), at, m.event_type, text, val, ok, False, m.start, m.end,
+                                 m.headers))
+    return _Read(out, 0, set(), d.pending, errors)
+
+
+def _jsonarray_events(pieces: Sequence[tuple[int, bytes]]) -> _Read:
+    """Each array element a wire event; the closing ``]`` a done event."""
+    p = JSONArrayParser()
+    out: list[WireEvent] = []
+    for at, data in pieces:
+        was_closed = p.closed
+        for e in p.feed(data, at):
+            out.append(WireEvent(len(out), at, "", e.raw, e.value, e.valid, False, e.start, e.end))
+        if p.closed and not was_closed and p.close_span is not None:
+            out.append(WireEvent(len(out), at, "", "]", None, True, True, *p.close_span))
+    errors = [FrameError("frame", p.error)] if p.error else []
+    return _Read(out, 0, p.line_endings, p.pending, errors)
+
+
+def _read(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> _Read:
+    if wire == "eventstream":
+        return _eventstream_events(pieces)
+    if wire == "jsonarray":
+        return _jsonarray_events(pieces)
     out: list[WireEvent] = []
     keepalives = 0
     if wire == "sse":
@@ -90,7 +169,7 @@ def wire_events(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> tuple[
                 elif item.is_comment:
                     keepalives += 1
         p.close()
-        return out, keepalives, p.line_endings, p.pending
+        return _Read(out, keepalives, p.line_endings, p.pending)
     p2 = NDJSONParser()
     lines = []
     for at, data in pieces:
@@ -103,7 +182,7 @@ def wire_events(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> tuple[
     for ln in lines:
         out.append(WireEvent(len(out), ln.at_ns, "", ln.raw, ln.value, ln.valid, False,
                              ln.start, ln.end))
-    return out, 0, p2.line_endings, tail
+    return _Read(out, 0, p2.line_endings, tail)
 
 
 def _cut_chars(pieces: Sequence[tuple[int, bytes]]) -> tuple[int, list[Event]]:
@@ -121,6 +200,21 @@ def _cut_chars(pieces: Sequence[tuple[int, bytes]]) -> tuple[int, list[Event]]:
     if rest and pieces:
         events.append(Event(pieces[-1][0], "text", text=rest, source=len(pieces) - 1))
     return cuts, events
+
+
+def _payload_cuts(pieces: Sequence[tuple[int, bytes]]) -> int:
+    """Piece boundaries inside a UTF-8 character of an event-stream message's payload
+    (the rest of a message is binary: its bytes are no characters)."""
+    body = b"".join(p for _, p in pieces)
+    bounds = list(itertools.accumulate(len(p) for _, p in pieces))[:-1]
+    ranges = [(m.end - 4 - len(m.payload), m.end - 4) for m in EventStreamDecoder().feed(body)
+              if isinstance(m, EventStreamMessage)]
+    starts = [lo for lo, _ in ranges]
+    n = 0
+    for b in bounds:
+        k = bisect.bisect_left(starts, b) - 1  # the last payload starting before b
+        n += k >= 0 and b < ranges[k][1] and 0x80 <= body[b] <= 0xBF
+    return n
 
 
 def _parse_json(s: str) -> tuple[object, bool]:
@@ -272,26 +366,35 @@ def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
     """
     name: ShapeName
     wire: Wire | None
+    actual = wire_of(ix)
     if shape is not None:
         name = check_shape(shape)
-        wire = WIRE_OF_SHAPE[name]
+        wire = actual if fits(name, actual) else WIRE_OF_SHAPE[name]
     else:
         name = detect_shape(ix)
-        wire = wire_of(ix) if name in ("sse", "ndjson", "raw") else WIRE_OF_SHAPE[name]
+        wire = actual if fits(name, actual) else WIRE_OF_SHAPE[name]
         if name == "raw":
             wire = None
     body = decoded_body(ix)
     pieces = body.pieces
     a = Analysis(shape=name, wire=wire, pieces=len(ix.pieces), decode_error=body.error)
     cuts, raw_events = _cut_chars(pieces)
-    a.cut_chars = cuts
+    a.cut_chars = cuts if wire != "eventstream" else _payload_cuts(pieces)
     if wire is None:
         a.events = raw_events
         return assemble(a)
-    wires, a.keepalives, a.line_endings, a.partial_tail = wire_events(pieces, wire)
+    r = _read(pieces, wire)
+    wires, a.keepalives, a.line_endings, a.partial_tail = r.events, r.keepalives, r.line_endings, r.tail
+    a.frame_errors = r.frame_errors
     a.wire_events = wires
     a.events_count = len(wires)
-    a.invalid_json = [w.index for w in wires if not w.valid and not w.done]
+    if name == "bedrock-invoke":  # the model's own events, base64 inside the messages
+        a.invalid_json = [w.index for w in bedrock.inner_events(wires) if not w.valid]
+    elif name not in PLAIN_TEXT:
+        a.invalid_json = [w.index for w in wires if not w.valid and not w.done]
+    else:  # its text events are not JSON; its other events are
+        a.invalid_json = [w.index for w in wires if not w.valid and not w.done
+                          and w.type not in PLAIN_TEXT[name]]
     a.events = NORMALIZERS[name](wires)
     for w in wires:
         v = w.value

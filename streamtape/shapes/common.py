@@ -49,6 +49,29 @@ def error_event(w: WireEvent) -> Event | None:
     return None
 
 
+def header(w: WireEvent, name: str) -> str | None:
+    """An event-stream message's header as text (None when it has none of that name)."""
+    for k, v in w.headers:
+        if k == name:
+            return v if isinstance(v, str) else str(v)
+    return None
+
+
+def stream_failure(w: WireEvent) -> Event | None:
+    """An AWS event-stream exception or error message as an error event (``type``: the
+    exception type or error code; ``message``: what the payload or the headers say),
+    else None."""
+    mt = header(w, ":message-type")
+    if mt not in ("exception", "error"):
+        return None
+    v = as_dict(w.value)
+    if mt == "exception":
+        msg = as_str(v.get("message")) or as_str(v.get("Message")) or w.data
+    else:
+        msg = header(w, ":error-message") or w.data
+    return Event(w.at_ns, "error", error={"type": w.type or mt, "message": msg}, source=w.index)
+
+
 def done_event(w: WireEvent) -> Event:
     return Event(w.at_ns, "done", source=w.index)
 

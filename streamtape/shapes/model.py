@@ -23,14 +23,26 @@ ShapeName = Literal[
     "anthropic",
     "ag-ui",
     "a2a",
+    "gemini",
+    "gemini-interactions",
+    "bedrock-converse",
+    "bedrock-invoke",
+    "cohere",
+    "openai-assistants",
+    "replicate",
+    "watsonx",
     "sse",
     "ndjson",
+    "eventstream",
+    "jsonarray",
     "raw",
 ]
 """A ``--shape`` name: an LLM wire format, then the generic wires and ``raw`` (no wire)."""
 
-Wire = Literal["sse", "ndjson"]
-"""How a body is cut into events: server-sent events, or one JSON value per line."""
+Wire = Literal["sse", "ndjson", "eventstream", "jsonarray"]
+"""How a body is cut into events: server-sent events, one JSON value per line, the AWS
+binary event stream (``application/vnd.amazon.eventstream``), or one JSON array
+streamed element by element (Gemini without ``alt=sse``)."""
 
 EventKind = Literal[
     "start", "text", "reasoning", "refusal", "tool_call", "finish", "usage", "error", "done",
@@ -57,7 +69,10 @@ class WireEvent:
     """One event as the wire delivered it, before normalization.
 
     SSE: a dispatched event (``type`` is its ``event:`` name, "message" by
-    default). NDJSON: one line (``type`` is ""). ``value`` is the parsed JSON
+    default). NDJSON: one line (``type`` is ""). AWS event stream: one message
+    (``type`` is its ``:event-type``, or ``:exception-type`` / ``:error-code``;
+    ``headers`` all its headers; ``data`` the payload as text). JSON array: one
+    element (``type`` is ""; the closing ``]`` is the ``done`` event). ``value`` is the parsed JSON
     (None when ``valid`` is False or for ``[DONE]``); ``done`` marks ``data: [DONE]``.
     """
 
@@ -71,6 +86,8 @@ class WireEvent:
     done: bool = False
     start: int = 0
     end: int = 0
+    headers: tuple[tuple[str, Any], ...] = ()
+    """An event-stream message's headers (``:message-type``...); empty on other wires."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +210,18 @@ class Choice:
     """The opaque data of each redacted thinking block, in order."""
 
 
+@dataclass(frozen=True, slots=True)
+class FrameError:
+    """A wire's framing found broken: a CRC32 that does not match (``crc``: the
+    message's, or its prelude's, after which nothing can be framed), or a body the
+    wire cannot frame at all (``frame``)."""
+
+    kind: Literal["crc", "frame"]
+    message: str
+    event: int | None = None
+    """The wire event it concerns (a message read despite its CRC), or None."""
+
+
 @dataclass
 class Analysis:
     shape: ShapeName
@@ -231,3 +260,7 @@ class Analysis:
     """Why the body could not be fully decoded (content encoding), or None."""
     detected: bool = True
     """False when the shape was forced by the caller."""
+    frame_errors: list[FrameError] = field(default_factory=list)
+    """Framing the wire itself reports broken (the AWS event stream: a CRC32 that does
+    not match, a prelude that cannot be trusted; the JSON array: a body that is not
+    one)."""

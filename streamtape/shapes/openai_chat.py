@@ -16,10 +16,20 @@ Read as servers send them, not as the reference says:
 - ``delta.refusal`` is a refusal, not answer text;
 - ``logprobs`` (and ``obfuscation``, ``timings``, ``system_fingerprint``...) are
   not read, whatever their shape.
+
+The OpenAI-compatible hosts' quirks: Azure OpenAI's first chunk has empty
+``choices`` and ``prompt_filter_results`` (no event), its choices carry
+``content_filter_results`` (not text) and a filtered answer ends with
+``finish_reason: content_filter``; Groq sends the usage in ``x_groq.usage``;
+DeepSeek's ``reasoning_content`` and ``: keep-alive`` comments, OpenRouter's
+``: OPENROUTER PROCESSING`` comments (both counted as keep-alives) and its
+``data: {"error": ...}`` after the 200 (an error event); Mistral and xAI send the
+reference chunks (Mistral's ``tool_calls`` come whole, in one chunk).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,9 +119,22 @@ def _delta_events(w: WireEvent, delta: dict[str, Any], ci: int | None) -> list[E
     return out
 
 
+def _with_choices(wires: Sequence[WireEvent]) -> list[WireEvent]:
+    """The events, with an error chunk that also carries choices read twice: OpenRouter
+    ends a failed stream with ``{"error": {...}, "choices": [{"finish_reason": "error"}]}``,
+    an error and a finish."""
+    out: list[WireEvent] = []
+    for w in wires:
+        v = w.value
+        out.append(w)
+        if isinstance(v, dict) and v.get("error") and isinstance(v.get("choices"), list):
+            out.append(dataclasses.replace(w, value={"choices": v["choices"]}))
+    return out
+
+
 def normalize(wires: Sequence[WireEvent]) -> list[Event]:
     out: list[Event] = []
-    for w, v in objects(wires, out):
+    for w, v in objects(_with_choices(wires), out):
         choices = v.get("choices")
         for ch in choices if isinstance(choices, list) else ():
             if not isinstance(ch, dict):
@@ -127,6 +150,8 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
                 out.append(Event(w.at_ns, "finish", reason=finish_reason(raw), raw_reason=raw,
                                  source=w.index, choice=ci))
         u = usage_event(w, v.get("usage"))
+        if u is None:  # Groq: the usage rides in x_groq on the last chunk
+            u = usage_event(w, as_dict(v.get("x_groq")).get("usage"))
         if u is not None:
             out.append(u)
     return out

@@ -312,7 +312,7 @@ class ReplayTransport(ReplayDriver, _ClientTransport):
     async clients alike (``Client`` and ``AsyncClient``).
 
     ``ReplayTransport(cassette, profile="faithful", *, realtime=True,
-    ignore_fields=(), match_headers=(), strict=False, seed=None,
+    ignore_fields=(), match_headers=(), strict=False, strict_nulls=False, seed=None,
     no_match=422, package=None)``. ``package`` forces ``"httpx"`` or
     ``"httpx2"``; by default it follows the class of each request, so one
     transport serves both kinds of client::

@@ -91,6 +91,7 @@ class MatchOptions(TypedDict, total=False):
     ignore_fields: Sequence[str]
     match_headers: Sequence[str]
     strict: bool
+    strict_nulls: bool
     seed: int | None
     no_match: NoMatchMode
 
@@ -295,6 +296,7 @@ class Replayer:
         ignore_fields: Sequence[str] = (),
         match_headers: Sequence[str] = (),
         strict: bool = False,
+        strict_nulls: bool = False,
         seed: int | None = None,
         no_match: NoMatchMode = NO_MATCH_STATUS,
     ) -> None:
@@ -313,6 +315,7 @@ class Replayer:
             ignore_fields=tuple(ignore_fields),
             match_headers=tuple(match_headers),
             strict=strict,
+            strict_nulls=strict_nulls,
         )
         self._profiles: dict[str, Profile] = {self.profile_text: self.profile}
         self._plans: dict[tuple[str, int], tuple[Profile, Interaction, ReplayPlan]] = {}

@@ -189,7 +189,7 @@ class ReplayAdapter(ReplayDriver, HTTPAdapter):
     """A ``requests`` transport adapter that answers from a cassette.
 
     ``ReplayAdapter(cassette, profile="faithful", *, realtime=True,
-    ignore_fields=(), match_headers=(), strict=False, seed=None,
+    ignore_fields=(), match_headers=(), strict=False, strict_nulls=False, seed=None,
     no_match=422)``, the options of :class:`ReplayTransport`; mount it
     on a Session::
 
@@ -219,7 +219,7 @@ class ReplayAdapter(ReplayDriver, HTTPAdapter):
         stream: bool = False,
         timeout: _Timeout = None,
         verify: bool | str = True,
-        cert: str | tuple[str, str] | None = None,
+        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
         proxies: Mapping[str, str] | None = None,
     ) -> requests.Response:
         t0 = time.perf_counter_ns()

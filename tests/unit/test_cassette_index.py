@@ -262,18 +262,18 @@ def _ix(req: tuple[str, str, str, bytes], k: int) -> Interaction:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_requests, min_size=1, max_size=12), st.lists(_requests, min_size=1, max_size=8),
-       st.sampled_from([(), ("user",), ("n",)]), st.booleans())
+       st.sampled_from([(), ("user",), ("n",)]), st.booleans(), st.booleans())
 def test_the_indexed_matcher_answers_every_request_as_the_matcher_does(
     tmp_path: Path, recorded: list[tuple[str, str, str, bytes]], incoming: list[tuple[str, str, str, bytes]],
-    ignore: tuple[str, ...], strict: bool,
+    ignore: tuple[str, ...], strict: bool, strict_nulls: bool,
 ) -> None:
     p = tmp_path / f"m{random.random()}.tape"
     write(p, [_ix(r, k) for k, r in enumerate(recorded)])
     cas = streamtape.load(p)
-    plain = Matcher(list(cas), ignore_fields=ignore, strict=strict)
+    plain = Matcher(list(cas), ignore_fields=ignore, strict=strict, strict_nulls=strict_nulls)
     chain, _ = interactions_of([cas])
     assert isinstance(chain, CassetteChain)
-    indexed = matcher_for(chain, indexed_min=0, ignore_fields=ignore, strict=strict)
+    indexed = matcher_for(chain, indexed_min=0, ignore_fields=ignore, strict=strict, strict_nulls=strict_nulls)
     assert isinstance(indexed, IndexedMatcher)
     for method, path, query, body in incoming * 2:  # twice: repeats and strict run-outs too
         url = f"http://127.0.0.1:1{path}{query}"

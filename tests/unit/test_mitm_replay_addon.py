@@ -186,6 +186,18 @@ async def test_with_streamtape_strict_a_recording_answers_only_as_often_as_it_wa
     assert second.response is not None and second.response.status_code == 422
 
 
+async def test_a_null_sent_for_a_field_the_recording_lacks_matches_unless_streamtape_strict_nulls(tape: Path) -> None:
+    with_null = json.dumps({**CHAT_BODY, "user": None}).encode()
+    async with replaying(tape, streamtape_unmatched="refuse") as rig:
+        lenient = chat_flow(body=with_null)
+        await rig.addon.request(lenient)
+    assert lenient.response is None and lenient.metadata["streamtape_replay"] == 0
+    async with replaying(tape, streamtape_unmatched="refuse", streamtape_strict_nulls="true") as rig:
+        strict = chat_flow(body=with_null)
+        await rig.addon.request(strict)
+    assert strict.response is not None and strict.response.status_code == 422
+
+
 # --------------------------------------------------------------------------
 # A request no recording answers
 
@@ -323,12 +335,14 @@ async def test_a_proxy_connection_whose_first_request_is_not_all_in_is_decided_a
     [
         ("streamtape_unmatched", "maybe", "streamtape_unmatched: expected passthrough or refuse, got 'maybe'"),
         ("streamtape_strict", "perhaps", "streamtape_strict: invalid value 'perhaps' (expected true or false)"),
+        ("streamtape_strict_nulls", "sometimes",
+         "streamtape_strict_nulls: invalid value 'sometimes' (expected true or false)"),
         ("streamtape_profile", "chunk=sideways", "streamtape_profile:"),
         ("streamtape_cassette", ["/nonexistent/x.tape"], "streamtape_cassette:"),
         ("streamtape_no_match_status", "200",
          "streamtape_no_match_status: expected an error status, 400 to 599, got '200'"),
     ],
-    ids=["unmatched", "strict", "profile", "cassette", "no-match-status"],
+    ids=["unmatched", "strict", "strict-nulls", "profile", "cassette", "no-match-status"],
 )
 async def test_a_bad_option_value_fails_loudly_and_stops_the_proxy(
     tape: Path, option: str, value: object, message: str

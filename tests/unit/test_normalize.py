@@ -540,6 +540,8 @@ def test_error_event_is_read_back_as_an_error_by_the_same_shape(shape):
     if shape == "raw":
         assert data == b"backend exploded\n"
         return
+    if shape == "jsonarray":  # the next element of an array begun before it
+        data = b"[{}" + data
     _, ct, _ = next(CORPUS[n] for n in CORPUS if SHAPE_OF[n] == shape) if shape in SHAPE_OF.values() \
         else (None, "text/event-stream" if shape == "sse" else "application/x-ndjson", None)
     a = analyze(make_ix(data, "/x", ct), shape=shape)

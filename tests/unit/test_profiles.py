@@ -394,7 +394,7 @@ def test_an_event_number_past_the_last_event_is_a_profile_error_naming_the_item(
 
 def test_event_faults_on_a_body_without_events_are_a_profile_error():
     ix = interaction([b'{"a": 1}'], content_type="application/json")
-    with pytest.raises(ProfileError, match=r"cut-event:1.*SSE or NDJSON"):
+    with pytest.raises(ProfileError, match=r"cut-event:1.*SSE, NDJSON"):
         sched("fault=cut-event:1", ix)
 
 

@@ -1,0 +1,275 @@
+"""Hosted providers' SDKs recorded through ``streamtape record`` and replayed by ``streamtape serve``.
+
+Each stream of :mod:`tests.support.providers` (Gemini SSE, Vertex CRLF, the Gemini
+JSON array, Bedrock converse-stream and invoke-with-response-stream, a Bedrock
+throttling exception, Cohere v2, Mistral, Azure OpenAI) is recorded once, the
+official SDK talking to the real recorder (reverse proxy) in front of the
+scripted upstream. Then ``streamtape serve`` replays the cassette into the same
+SDK under ``faithful`` and every adversarial profile (chosen per request with
+the profile header): the SDK must assemble the answer the script spells, or
+raise where the stream is cut. The SDKs on httpx or httpx2 also get the
+in-process :class:`streamtape.ReplayTransport`.
+
+boto3 signs every call afresh (a new ``X-Amz-Date``, signature and invocation
+id): the replays show that a Bedrock recording answers it all the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import streamtape
+from streamtape import Interaction
+from streamtape.profiles import ADVERSARIAL
+from tests.support import providers as P
+from tests.support.builders import interaction
+from tests.support.processes import STREAMTAPE, Child, start
+from tests.support.recording import recording, run_main
+
+pytest.importorskip("boto3")
+pytest.importorskip("cohere")
+from botocore.exceptions import EventStreamError  # type: ignore[import-untyped]
+
+from tests.support import provider_sdks as S
+
+NO_HTTPX2 = "needs httpx2 (google-genai, mistralai, openai), left out of the test extra on Python 3.11"
+try:
+    import google.genai
+    import mistralai
+    import openai
+
+    HAVE_HTTPX2 = bool(google.genai and mistralai and openai)
+except ImportError:
+    HAVE_HTTPX2 = False
+
+pytestmark = pytest.mark.slow
+
+STREAMS = P.streams()
+NAMES = list(STREAMS)
+PROFILES = {"faithful": "faithful", **{f"adversarial:{k}": v for k, v in ADVERSARIAL.items()}}
+
+
+GENAI_COMMENTS = (
+    "google-genai (3.6) parses every non-blank SSE line after stripping 'data:' as JSON, so an SSE "
+    "comment line (': keepalive', legal SSE that clients must ignore) raises UnknownApiResponseError"
+)
+FINDINGS = {
+    ("gemini-sse", "adversarial:keepalive"): GENAI_COMMENTS,
+    ("gemini-crlf", "adversarial:keepalive"): GENAI_COMMENTS,
+}
+"""Which SDK breaks under which profile: each a strict xfail of the matrix, pinned as it
+is by a companion test below."""
+
+
+def matrix(names: list[str]) -> list[object]:
+    out: list[object] = []
+    for name in names:
+        for pid, profile in PROFILES.items():
+            marks = _needs(name)
+            if (name, pid) in FINDINGS:
+                marks = [*marks, pytest.mark.xfail(strict=True, reason=FINDINGS[name, pid])]
+            out.append(pytest.param(name, profile, id=f"{name}-{pid}", marks=marks))
+    return out
+
+
+def _needs(name: str) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.skipif(not HAVE_HTTPX2, reason=NO_HTTPX2)] if name in S.HTTPX2_STREAMS else []
+
+
+def each_stream(names: list[str] = NAMES) -> list[object]:
+    return [pytest.param(n, id=n, marks=_needs(n)) for n in names]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    path: Path
+    interactions: dict[str, Interaction]
+    index: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    """Every stream the SDK can reach recorded once, SDK -> streamtape record -> upstream."""
+    out = tmp_path_factory.mktemp("providers") / "providers.tape"
+    names = [n for n in NAMES if HAVE_HTTPX2 or n not in S.HTTPX2_STREAMS]
+    with P.upstream() as up, recording(out, upstream=up.url) as rec:
+        for name in names:
+            target = S.Target(base=rec.url)
+            try:
+                S.call(name, target)
+            except Exception as e:  # the throttled stream ends in the SDK's exception: that is the recording
+                assert STREAMS[name].error is not None, f"{name}: {e!r}"
+        rec.wait_lines(len(names))
+    ixs = streamtape.load(out)
+    assert len(ixs) == len(names)
+    yield Recorded(out, dict(zip(names, ixs, strict=True)), {n: i for i, n in enumerate(names)})
+
+
+@pytest.fixture(scope="module")
+def server(recorded: Recorded) -> Iterator[Child]:
+    with start([*STREAMTAPE, "serve", str(recorded.path), "--port", "0"], r"on (http://\S+) \(profile") as proc:
+        yield proc
+
+
+def test_each_format_is_recorded_byte_for_byte_with_its_pieces(recorded: Recorded):
+    for name, ix in recorded.interactions.items():
+        stream = STREAMS[name]
+        assert ix.response is not None and ix.response.status == 200, name
+        assert ix.response.body == stream.body, name
+        assert len(ix.response.pieces) >= len(stream.pieces) // 2, name  # one HTTP chunk each, coalesced at most
+        assert ix.request.path.startswith(stream.path) or ix.request.url.split("?")[0].endswith(stream.path), name
+
+
+def test_no_key_token_or_signature_reaches_the_cassette(recorded: Recorded):
+    raw = recorded.path.read_bytes()
+    for secret in S.SECRETS:
+        assert secret.encode() not in raw
+    for name, ix in recorded.interactions.items():
+        headers = {k.lower(): v for k, v in ix.request.headers}
+        for secret_header in ("authorization", "x-goog-api-key", "x-amz-security-token", "api-key"):
+            if secret_header in headers:
+                assert headers[secret_header] == "REDACTED", (name, secret_header)
+    bedrock = {k.lower(): v for k, v in recorded.interactions["bedrock-converse"].request.headers}
+    assert bedrock["x-amz-security-token"] == "REDACTED" and bedrock["authorization"] == "REDACTED"
+    gemini = {k.lower(): v for k, v in recorded.interactions["gemini-array"].request.headers}
+    assert gemini["x-goog-api-key"] == "REDACTED"
+
+
+def _check(name: str, got: S.Answer) -> None:
+    want = S.expected(STREAMS[name])
+    assert got.text == want.text
+    assert got.reasoning == want.reasoning
+    assert got.tool_calls == want.tool_calls
+    assert got.finish == want.finish
+
+
+def _run(name: str, target: S.Target) -> None:
+    stream = STREAMS[name]
+    if stream.error is None:
+        _check(name, S.call(name, target))
+        return
+    with pytest.raises(Exception, match=stream.error):
+        S.call(name, target)
+
+
+@pytest.mark.parametrize(("name", "profile"), matrix(NAMES))
+def test_serve_replays_each_recording_into_its_sdk_under_every_profile(server: Child, name: str, profile: str):
+    _run(name, S.Target(base=server.url, profile=profile))
+
+
+@pytest.mark.parametrize(("name", "profile"), matrix(list(S.HTTPX_SDKS)))
+def test_the_in_process_transport_serves_each_httpx_sdk_under_every_profile(
+    recorded: Recorded, name: str, profile: str
+):
+    transport = streamtape.ReplayTransport([recorded.interactions[name]], profile, realtime=False)
+    _run(name, S.Target(transport=transport))
+
+
+@pytest.mark.skipif(not HAVE_HTTPX2, reason=NO_HTTPX2)
+@pytest.mark.parametrize("name", ["gemini-sse", "gemini-crlf"])
+def test_google_genai_raises_on_an_sse_comment_line_where_other_sdks_skip_it(server: Child, name: str):
+    """The companion of the keepalive findings: what google-genai does with a comment line."""
+    from google.genai.errors import UnknownApiResponseError
+
+    with pytest.raises(UnknownApiResponseError, match="Raw response: : keepalive"):
+        S.call(name, S.Target(base=server.url, profile=ADVERSARIAL["keepalive"]))
+    # the same stream without the comment is read in full (the events profile alone)
+    _run(name, S.Target(base=server.url, profile=ADVERSARIAL["events"]))
+
+
+def test_a_throttling_exception_replays_to_boto3_after_the_text_before_it(server: Child):
+    base = server.url
+    with pytest.raises(EventStreamError) as exc:
+        S.bedrock_converse(S.Target(base=base, profile="instant"), P.BEDROCK_THROTTLED)
+    assert exc.value.response["Error"]["Code"] == "throttlingException"
+
+
+def test_a_replayed_exception_fault_reaches_boto3_as_throttling_mid_stream(server: Child):
+    """``fault=exception:N:TYPE`` ends the whole recorded converse stream in an exception message."""
+    client = S._bedrock(S.Target(base=server.url, profile="instant;fault=exception:3:throttlingException"))
+    r = client.converse_stream(modelId=P.BEDROCK_MODEL, messages=[{"role": "user", "content": [{"text": S.PROMPT}]}])
+    seen = []
+    with pytest.raises(EventStreamError) as exc:
+        seen.extend(r["stream"])
+    assert exc.value.response["Error"]["Code"] == "throttlingException"
+    assert [next(iter(ev)) for ev in seen] == ["messageStart", "contentBlockDelta", "contentBlockDelta"]
+
+
+CUT = "instant;fault=cut:60%"
+
+
+@pytest.mark.parametrize("name", each_stream([n for n in NAMES if STREAMS[n].error is None]))
+def test_a_cut_stream_makes_each_sdk_raise_or_come_short_never_finish(server: Child, name: str):
+    base = server.url
+    try:
+        got = S.call(name, S.Target(base=base, profile=CUT))
+    except Exception:
+        return  # the SDK noticed the cut
+    want = S.expected(STREAMS[name])
+    assert (got.text, got.tool_calls, got.finish) != (want.text, want.tool_calls, want.finish)
+    assert got.finish is None, f"{name}: a cut stream handed back as finished ({got.finish})"
+
+
+def test_serve_strict_nulls_refuses_an_absent_field_for_a_recorded_null(tmp_path: Path):
+    ix = interaction([b'{"done": true}\n'], content_type="application/x-ndjson", url="http://h/api/chat",
+                     body=json.dumps({"model": "m", "keep_alive": None}).encode())
+    tape = tmp_path / "null.tape"
+    streamtape.save(tape, [ix])
+    import httpx
+
+    for extra, status in (((), 200), (("--strict-nulls",), 422)):
+        with start([*STREAMTAPE, "serve", str(tape), "--port", "0", *extra], r"on (http://\S+) \(profile") as srv:
+            r = httpx.post(f"{srv.url}/api/chat", json={"model": "m"})
+            assert r.status_code == status, (extra, r.text)
+
+
+SHAPES = {"gemini-sse": "gemini", "gemini-crlf": "gemini", "gemini-array": "gemini",
+          "bedrock-converse": "bedrock-converse", "bedrock-throttled": "bedrock-converse",
+          "bedrock-invoke": "bedrock-invoke", "cohere-chat": "cohere", "mistral-chat": "openai-chat",
+          "azure-chat": "openai-chat"}
+FINISH = {"STOP": "stop", "end_turn": "stop", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop"}
+
+
+def test_show_reads_each_recording_as_its_format_with_the_sdks_answer(
+    recorded: Recorded, capsys: pytest.CaptureFixture[str]
+):
+    for name, i in recorded.index.items():
+        stream = STREAMS[name]
+        code, out, err = run_main("show", recorded.path, "-i", i, "--json", capsys=capsys)
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["analysis"]["shape"] == SHAPES[name], name
+        choice = doc["result"]["choices"][0]
+        assert choice["text"] == stream.text, name
+        assert choice["reasoning"] == stream.reasoning, name
+        assert [(t["name"], t["parsed"]) for t in choice["tool_calls"]] == list(stream.tool_calls), name
+        if stream.error is None:
+            assert choice["finish"] == {"reason": FINISH[stream.finish], "raw": stream.finish}, name
+        assert doc["stats"]["ttft_ms"] is not None and doc["stats"]["ttft_ms"] > 0, name
+        code, text, _ = run_main("show", recorded.path, "-i", i, "--text", capsys=capsys)
+        assert code == 0 and text.rstrip("\n") == stream.text, name
+
+
+def test_check_finds_the_throttling_exception_and_nothing_in_the_whole_streams(
+    recorded: Recorded, capsys: pytest.CaptureFixture[str]
+):
+    code, out, err = run_main("check", recorded.path, "--json", capsys=capsys)
+    assert code == 1, err
+    doc = json.loads(out)
+    items = doc if isinstance(doc, list) else doc.get("interactions", doc.get("findings", []))
+    flagged = {int(item["index"]) for item in items if item.get("findings")}
+    assert flagged == {recorded.index["bedrock-throttled"]}, out[:2000]
+    assert "throttlingException" in out
+
+
+def test_show_lists_every_recording(recorded: Recorded, capsys: pytest.CaptureFixture[str]):
+    code, out, _ = run_main("show", recorded.path, capsys=capsys)
+    assert code == 0
+    for stream in STREAMS.values():
+        if stream.name in recorded.interactions:
+            assert stream.path.split("/")[-1].split(":")[0] in out or stream.path in out
