@@ -29,11 +29,6 @@ FINAL_MARKER: dict[ShapeName, str] = {
     "tgi": "a final event with details",
     "ag-ui": "RUN_FINISHED or RUN_ERROR",
     "a2a": "a final task state",
-}
-# Each agent format's own findings: (code, message, event) from its wire events.
-SHAPE_FINDINGS: dict[ShapeName, Callable[[Sequence[WireEvent]], list[tuple[str, str, int | None]]]] = {
-    "ag-ui": agui.findings,
-    "a2a": a2a.findings,
     "gemini-interactions": "interaction.complete",
     "bedrock-converse": "metadata",
     "bedrock-invoke": "message_stop",
@@ -41,6 +36,11 @@ SHAPE_FINDINGS: dict[ShapeName, Callable[[Sequence[WireEvent]], list[tuple[str, 
     "openai-assistants": "event: done",
     "replicate": "event: done",
     "watsonx": "a result with a stop_reason",
+}
+# Each agent format's own findings: (code, message, event) from its wire events.
+SHAPE_FINDINGS: dict[ShapeName, Callable[[Sequence[WireEvent]], list[tuple[str, str, int | None]]]] = {
+    "ag-ui": agui.findings,
+    "a2a": a2a.findings,
 }
 END_OF_BODY: tuple[ShapeName, ...] = ("gemini",)
 """Formats with no final marker over SSE (the end of the body ends the stream), whose
