@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .errors import (
     CassetteError,
+    DamagedRecordError,
     GateError,
     InteropError,
     NoMatchError,
@@ -38,6 +39,7 @@ __all__ = [
     "AsyncReplayTransport",
     "Cassette",
     "CassetteError",
+    "DamagedRecordError",
     "GateError",
     "Interaction",
     "InteropError",

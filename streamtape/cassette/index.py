@@ -58,6 +58,7 @@ from typing import Any, BinaryIO
 import msgpack
 
 from ..errors import CassetteError
+from .frames import Damage
 
 __all__ = [
     "INDEX",
@@ -213,6 +214,13 @@ class Layout:
     """The table came from the file's index record (not from a scan)."""
     index_start: int | None = None
     """Where that index record starts (a writer that appends cuts it off first)."""
+    framed: bool = False
+    """The records are in checksummed frames (format version 4, :mod:`streamtape.cassette.frames`)."""
+    damage: tuple[Damage, ...] = ()
+    """Stretches of a framed file that did not check out; the interactions they cost are
+    left out of :attr:`table`."""
+    next_seq: int = 0
+    """The sequence number the next framed record appended gets."""
 
 
 # --------------------------------------------------------------------------

@@ -89,6 +89,7 @@ from itertools import chain
 from typing import Any
 
 from .._version import __version__
+from .frames import CHECKSUM_VERSION
 from .index import INDEX, INDEX_VERSION
 from .model import (
     Direction,
@@ -104,11 +105,14 @@ from .model import (
 from .pieces import Piece, PieceSequence
 
 FORMAT_NAME = "streamtape"
-FORMAT_VERSION = 1
-"""The version a cassette of HTTP interactions alone is written as (every reader reads it)."""
+PLAIN_VERSION = 1
+"""The version an unframed cassette of HTTP interactions alone needs (every reader reads it)."""
 WEBSOCKET_VERSION = 2
 """The version a reader needs for WebSocket sessions (message records)."""
-NEWEST_VERSION = INDEX_VERSION
+FORMAT_VERSION = CHECKSUM_VERSION
+"""The version new cassettes are written as: records in checksummed frames
+(:mod:`streamtape.cassette.frames`)."""
+NEWEST_VERSION = CHECKSUM_VERSION
 """The newest format version this streamtape reads and writes."""
 SUFFIX = ".tape"
 
@@ -320,8 +324,8 @@ def record_version(rec: Any) -> int:
     if isinstance(rec, list):
         if rec and rec[0] == INDEX:
             return INDEX_VERSION
-        return WEBSOCKET_VERSION if rec and rec[0] == MESSAGES else FORMAT_VERSION
-    return WEBSOCKET_VERSION if isinstance(rec, dict) and "websocket" in rec else FORMAT_VERSION
+        return WEBSOCKET_VERSION if rec and rec[0] == MESSAGES else PLAIN_VERSION
+    return WEBSOCKET_VERSION if isinstance(rec, dict) and "websocket" in rec else PLAIN_VERSION
 
 
 def record_id(rec: Any) -> Any:
@@ -358,10 +362,10 @@ def interaction_records(ix: Interaction, rid: int) -> list[Record]:
     return recs
 
 
-def make_header() -> dict[str, Any]:
+def make_header(version: int = FORMAT_VERSION) -> dict[str, Any]:
     return {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": version,
         "writer": __version__,
         "created": time.time(),
     }
