@@ -656,7 +656,7 @@ def load(path: str | os.PathLike[str], *, verify: bool = False) -> Cassette:
                     file=CassetteFile(p, layout, identity), damage=layout.damage)
 
 
-def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
+def load_many(paths: Iterable[str | os.PathLike[str]], *, verify: bool = False) -> list[Cassette]:
     """Load cassettes from files and folders (every ``*.tape`` in a folder, sorted)."""
     out: list[Cassette] = []
     for raw in paths:
@@ -665,9 +665,9 @@ def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
             files = sorted(p.glob(f"*{SUFFIX}"))
             if not files:
                 raise CassetteError(f"{p}: folder holds no {SUFFIX} cassettes")
-            out.extend(load(f) for f in files)
+            out.extend(load(f, verify=verify) for f in files)
         else:
-            out.append(load(p))
+            out.append(load(p, verify=verify))
     return out
 
 
