@@ -27,7 +27,7 @@ The table comes from one of two places:
   version 3 (an older streamtape would stop at them), so only cassettes large
   enough for a scan to take noticeable time get one; smaller ones stay
   readable by older readers.
-- a **scan**: one pass over the file with msgpack's ``Unpacker.skip()``, which
+- a **scan**: (versions 1 to 3; a version 4 file is read by :mod:`streamtape.cassette.recovery`) one pass over the file with msgpack's ``Unpacker.skip()``, which
   walks a record without building it. Records are recognised from their
   first bytes (``0x95 "d" id``, ``0x96|0x97 "m" id``, and a map starting
   ``"t": "begin"|"end", "id": id``); anything else is decoded to be known.

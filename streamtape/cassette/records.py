@@ -6,7 +6,16 @@ the time it arrived; "chunk" is kept for HTTP chunked framing alone (the
 ``chunked`` :class:`Framing`). An interaction's *outcome* (:class:`Outcome`)
 says how it ended.
 
-File layout (all msgpack, one object after another, nothing else)::
+File layout: a header, then records, all msgpack. From format version 4 on
+(the version every new cassette is written as) each record sits in a 14-byte
+checksummed, numbered frame (:mod:`streamtape.cassette.frames`), so a reader
+detects a damaged record, skips it and resumes at the next good one
+(:mod:`streamtape.cassette.recovery`); the header stays a bare map, so an older
+streamtape reads its version and says to upgrade. Versions 1 to 3 (below) have
+bare records, one object after another, nothing else, and load as before (no
+checksum to verify; a corrupt record refuses the file). A writer appending to
+an older cassette keeps its version and its bare records. Inside the frames
+the records are those of versions 1 to 3::
 
     header  {"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1764500000.0}
     record  {"t": "begin", "id": 0, "request": {...}, "response": {...} | None, "labels": {...},
@@ -32,8 +41,9 @@ wire frame sizes (a fragmented message has several; ``[]`` where they are not
 known); it is left out when no message of the batch has them.
 
 Format versions: a reader needs version 2 for message records and WebSocket
-begin/end records; a cassette that holds only HTTP interactions stays version
-1, so an older streamtape reads it. The header is written first, before
+begin/end records; an unframed cassette that holds only HTTP interactions stays
+version 1, so an older streamtape reads it (new cassettes are version 4, which
+a streamtape without checksums refuses with "upgrade streamtape"). The header is written first, before
 anyone knows whether a session will follow, so the writer raises its version
 byte in place (one byte, fsynced) before the first WebSocket record goes out.
 
