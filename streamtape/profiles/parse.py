@@ -208,6 +208,9 @@ class _Bad(Exception):
 
 def _num(s: str, what: str, *, integer: bool = False, minimum: float = 0) -> float:
     if not re.fullmatch(_NUM, s.strip()):
+        if re.fullmatch(rf"\s*-\s*(?:{_NUM})\s*", s):  # a negative number: say what is allowed
+            least = "positive" if minimum > 0 or integer else "positive (or 0)"
+            raise _Bad(f"{what} must be {least}, not {s.strip()!r}")
         raise _Bad(f"{what} must be a {'whole ' if integer else ''}number, not {s!r}")
     v = float(s)
     if integer and v != int(v):
