@@ -54,3 +54,17 @@ def test_diff_html_says_where_it_wrote_the_page(capsys: pytest.CaptureFixture[st
     code, _, err = run_main("diff", a, b, "--html", page, capsys=capsys)
     assert page.exists() and f"streamtape: wrote the HTML report to {page}\n" in err
     assert code in (0, 1)
+
+
+def test_profiles_profile_explains_each_item_in_the_words_of_the_syntax_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main("profiles", "chunk=utf8-split;latency=scale:0.5;fault=keepalive:2;fault=cut:50%", capsys=capsys)
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "chunk=utf8-split;latency=scale:0.5;fault=keepalive:2;fault=cut:50%"
+    assert lines[1:5] == [
+        "  chunk=utf8-split   recorded pieces, plus a cut inside every multi-byte UTF-8 character",
+        "  latency=scale:0.5  recorded times multiplied by F",
+        "  fault=keepalive:2  an SSE comment after every S seconds of silence (0: before every event)",
+        "  fault=cut:50%      close before the body's end (see framing=) after P% / N bytes",
+    ]
+    assert lines[5].startswith("  framing=recorded   as recorded: chunked, Content-Length or close-delimited")
+    assert lines[-1].startswith("  seed=0")
