@@ -7,7 +7,8 @@ The tree::
     │   └── DamagedRecordError  a record read from a checksummed cassette does not check out
     ├── OptionError          an option value (CLI flag or mitmproxy ``--set``) is invalid
     │   ├── ShapeError       an unknown ``--shape``, or a shape that does not fit the wire
-    │   └── GateError        a malformed ``diff --fail-on`` timing gate
+    │   ├── GateError        a malformed ``diff --fail-on`` timing gate
+    │   └── MatrixRecordError  a pytest profile matrix under a record mode that would record
     ├── ProfileError         a replay profile is unknown or malformed
     ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
     ├── SessionError         an in-process transport matched a WebSocket session (``.index``)
@@ -74,6 +75,14 @@ class ShapeError(OptionError):
 
 class GateError(OptionError):
     """A ``diff --fail-on`` timing gate is malformed."""
+
+
+class MatrixRecordError(OptionError):
+    """A pytest test asks for a profile matrix while its record mode would record now.
+
+    A recording talks to the real backend once, so the plugin fails that test
+    alone (not its module's collection) and says how to record it first.
+    """
 
 
 class ProfileError(StreamtapeError):
