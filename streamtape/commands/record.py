@@ -11,6 +11,7 @@ TLS checks, and shadows.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -180,6 +181,16 @@ def record(
     run.stopped()
 
 
+
+_TLS_VERIFY = re.compile(r"certificate verify failed|CERTIFICATE_VERIFY_FAILED|self[- ]signed certificate"
+                         r"|unable to get local issuer|hostname mismatch|certificate is not valid", re.I)
+"""How OpenSSL (through mitmproxy) words an upstream certificate it could not verify."""
+
+
+def tls_verification_failed(error: str | None) -> bool:
+    """The upstream's TLS certificate failed verification (not a refused or lost connection)."""
+    return bool(error) and _TLS_VERIFY.search(error or "") is not None
+
 class _Run:
     """One ``streamtape record`` run: its addon (and shadow sender), and what it says.
 
@@ -210,7 +221,11 @@ class _Run:
     def saved(self, ix: Interaction) -> None:
         line = summary_line(ix)
         if ix.outcome is Outcome.UPSTREAM_ERROR and (ix.response is None or ix.response.status == 502):
-            line += "  [upstream unreachable: the client got a 502]"
+            if tls_verification_failed(ix.error):
+                line += ("  [upstream TLS certificate not trusted: the client got a 502; "
+                         "--insecure records from a backend with a self-signed certificate]")
+            else:
+                line += "  [upstream unreachable: the client got a 502]"
         click.echo(line)
 
     def not_saved(self, ix: Interaction) -> None:
