@@ -50,6 +50,9 @@ from .index import Kind, Layout, TableBuilder, decode_record, peek_kind, read_in
 __all__ = ["CHECKSUM_VERSION", "scan"]
 
 _SEQ_MOD = 1 << 32
+RESYNC_WINDOW = 4 << 20
+"""How far past the first good frame after damage the reader looks for the frame numbered
+next (records copied into the damage can be followed by the real ones)."""
 
 
 def scan(path: Path, f: BinaryIO, size: int, check_header: index.CheckHeader, *, use_index: bool = True) -> Layout:
@@ -100,17 +103,36 @@ class _Pass:
         cost = set(self.open) | (ids or set())
         self.damage.append((offset, length, reason, cost))
 
-    def _resync(self, start: int) -> int | None:
-        """The offset of the first whole frame that checks out at or after ``start``."""
+    def _resync(self, start: int, expected: int | None = None) -> int | None:
+        """Where to resume after damage: the offset of a whole frame that checks out at
+        or after ``start``.
+
+        With ``expected`` (the number the next record should have): of the good frames
+        found up to :data:`RESYNC_WINDOW` bytes past the first, the one numbered lowest
+        from ``expected`` on. That is the real continuation, whether records were lost
+        (it is numbered higher) or copies of later records were spliced in before it
+        (they are numbered higher still, and fall inside the skipped bytes)."""
         mm, size = self.mm, self.size
+        best: tuple[int, int] | None = None  # (distance from expected, offset)
+        limit: int | None = None
         i = mm.find(MAGIC, start)
-        while i != -1 and i + FRAME.size <= size:
+        while i != -1 and i + FRAME.size <= size and (limit is None or i <= limit):
             _, n, seq, check = FRAME.unpack_from(mm, i)
             end = i + FRAME.size + n
             if end <= size and frame_check(memoryview(mm)[i + FRAME.size : end], seq) == check:
-                return i
+                if expected is None:
+                    return i
+                ahead = (seq - expected) % _SEQ_MOD
+                if ahead == 0:
+                    return i
+                if ahead < _SEQ_MOD // 2 and (best is None or ahead < best[0]):
+                    best = (ahead, i)
+                if limit is None:
+                    limit = i + RESYNC_WINDOW
             i = mm.find(MAGIC, i + 1)
-        return None
+        if best is not None:
+            return best[1]
+        return self._resync(start) if expected is not None else None
 
     def run(self) -> Layout:
         mm, size = self.mm, self.size
@@ -131,7 +153,7 @@ class _Pass:
                 magic, n, seq, check = FRAME.unpack_from(mm, pos)
                 end = pos + FRAME.size + n
                 if magic == MAGIC and end > size:
-                    nxt = self._resync(pos + 1)
+                    nxt = self._resync(pos + 1, expected)
                     if nxt is None:
                         good_end = pos  # a torn last record
                         break
@@ -139,7 +161,7 @@ class _Pass:
                     pos, after_damage = nxt, True
                     continue
                 if magic != MAGIC or frame_check(view[pos + FRAME.size : end], seq) != check:
-                    nxt = self._resync(pos + 1)
+                    nxt = self._resync(pos + 1, expected)
                     stop = size if nxt is None else nxt
                     what = "record fails its checksum" if magic == MAGIC else "no record frame where one should start"
                     self._damaged(pos, stop - pos, what)
