@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .errors import (
     CassetteError,
+    DamagedRecordError,
     GateError,
     InteropError,
+    MatrixRecordError,
     McpOrderError,
     NoMatchError,
     OptionError,
@@ -40,9 +42,11 @@ __all__ = [
     "AsyncReplayTransport",
     "Cassette",
     "CassetteError",
+    "DamagedRecordError",
     "GateError",
     "Interaction",
     "InteropError",
+    "MatrixRecordError",
     "McpOrderError",
     "NoMatchError",
     "OptionError",

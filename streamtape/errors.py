@@ -4,10 +4,12 @@ The tree::
 
     StreamtapeError          a failure caused by input (base class)
     ├── CassetteError        a cassette file is missing, not a cassette, corrupt, or newer
+    │   └── DamagedRecordError  a record read from a checksummed cassette does not check out
     ├── OptionError          an option value (CLI flag or mitmproxy ``--set``) is invalid
     │   ├── ShapeError       an unknown ``--shape``, or a shape that does not fit the wire
     │   ├── GateError        a malformed ``diff --fail-on`` timing gate
-    │   └── RedactedValueError  a rerun request holds a redacted value no ``--header`` gives
+    │   ├── RedactedValueError  a rerun request holds a redacted value no ``--header`` gives
+    │   └── MatrixRecordError  a pytest profile matrix under a record mode that would record
     ├── ProfileError         a replay profile is unknown or malformed
     ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
     │   └── McpOrderError    an MCP session's call is not its recorded next one (``.session``, ``.call``)
@@ -39,6 +41,30 @@ class StreamtapeError(Exception):
 
 class CassetteError(StreamtapeError):
     """A cassette file is missing, not a cassette, corrupt, or from a newer format."""
+
+
+class DamagedRecordError(CassetteError):
+    """A record of a checksummed cassette failed its check when it was read.
+
+    ``path`` is the file, ``offset`` the record's byte, ``interaction`` the
+    position of the interaction it belongs to (None when not known),
+    ``reason`` what did not check out. ``streamtape verify`` lists every
+    damaged record; ``streamtape repair`` writes what survives.
+    """
+
+    def __init__(self, path: object, offset: int, reason: str, interaction: int | None = None) -> None:
+        who = f" (interaction #{interaction})" if interaction is not None else ""
+        super().__init__(
+            f"{path}: damaged record at byte {offset}{who}: {reason}; "
+            f"'streamtape verify {path}' lists the damage, 'streamtape repair' saves the rest"
+        )
+        self.path = str(path)
+        self.offset = offset
+        self.reason = reason
+        self.interaction = interaction
+
+    def __reduce__(self) -> tuple[type[DamagedRecordError], tuple[str, int, str, int | None]]:
+        return (DamagedRecordError, (self.path, self.offset, self.reason, self.interaction))
 
 
 class OptionError(StreamtapeError):
@@ -75,6 +101,13 @@ class RedactedValueError(OptionError):
 
     def __reduce__(self) -> tuple[type[RedactedValueError], tuple[str, str, str]]:
         return (RedactedValueError, (self.label, self.kind, self.name))
+
+class MatrixRecordError(OptionError):
+    """A pytest test asks for a profile matrix while its record mode would record now.
+
+    A recording talks to the real backend once, so the plugin fails that test
+    alone (not its module's collection) and says how to record it first.
+    """
 
 
 class ProfileError(StreamtapeError):

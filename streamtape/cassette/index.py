@@ -27,7 +27,7 @@ The table comes from one of two places:
   version 3 (an older streamtape would stop at them), so only cassettes large
   enough for a scan to take noticeable time get one; smaller ones stay
   readable by older readers.
-- a **scan**: one pass over the file with msgpack's ``Unpacker.skip()``, which
+- a **scan**: (versions 1 to 3; a version 4 file is read by :mod:`streamtape.cassette.recovery`) one pass over the file with msgpack's ``Unpacker.skip()``, which
   walks a record without building it. Records are recognised from their
   first bytes (``0x95 "d" id``, ``0x96|0x97 "m" id``, and a map starting
   ``"t": "begin"|"end", "id": id``); anything else is decoded to be known.
@@ -58,6 +58,7 @@ from typing import Any, BinaryIO
 import msgpack
 
 from ..errors import CassetteError
+from .frames import Damage
 
 __all__ = [
     "INDEX",
@@ -213,6 +214,13 @@ class Layout:
     """The table came from the file's index record (not from a scan)."""
     index_start: int | None = None
     """Where that index record starts (a writer that appends cuts it off first)."""
+    framed: bool = False
+    """The records are in checksummed frames (format version 4, :mod:`streamtape.cassette.frames`)."""
+    damage: tuple[Damage, ...] = ()
+    """Stretches of a framed file that did not check out; the interactions they cost are
+    left out of :attr:`table`."""
+    next_seq: int = 0
+    """The sequence number the next framed record appended gets."""
 
 
 # --------------------------------------------------------------------------

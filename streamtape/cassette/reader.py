@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from ..errors import CassetteError
+from ..errors import CassetteError, DamagedRecordError
 from ..wire import Framing
-from .index import Kind, Layout, RecordTable, decode_record, scan
+from .frames import Damage, unframe
+from .index import Kind, Layout, RecordTable, decode_record
 from .model import (
     Direction,
     Interaction,
@@ -52,6 +53,7 @@ from .model import (
 )
 from .pieces import Piece, Pieces, PieceSequence
 from .records import FORMAT_NAME, NEWEST_VERSION, SUFFIX, decode_messages
+from .recovery import CHECKSUM_VERSION, scan
 
 __all__ = ["Cassette", "CassetteFile", "FilePieces", "load", "load_many", "open_layout", "read_records"]
 
@@ -348,10 +350,18 @@ class CassetteFile:
         return CassetteError(f"{self.path}: corrupt cassette: record at byte {offset}: {detail}")
 
     def _decode(self, offset: int, data: bytes, rid: int) -> Any:
-        try:
-            rec = decode_record(data)
-        except ValueError as e:
-            raise self._corrupt(offset, str(e)) from None
+        if self.layout.framed:
+            try:
+                _seq, payload = unframe(data)
+                rec = decode_record(payload)
+            except ValueError as e:
+                where = self.table.ids.index(rid) if rid in self.table.ids else None
+                raise DamagedRecordError(self.path, offset, str(e), where) from None
+        else:
+            try:
+                rec = decode_record(data)
+            except ValueError as e:
+                raise self._corrupt(offset, str(e)) from None
         got = rec.get("id") if isinstance(rec, dict) else rec[1] if isinstance(rec, list) and len(rec) > 1 else None
         if got != rid:
             raise self._corrupt(offset, f"expected a record of interaction {rid}")
@@ -509,13 +519,23 @@ class Cassette(Sequence[Interaction]):
         header: dict[str, Any] | None = None,
         warnings: Iterable[str] = (),
         file: CassetteFile | None = None,
+        damage: Iterable[Damage] = (),
     ) -> None:
         self._file = file
         self._items: list[Interaction] = [] if file is not None else list(interactions)
         self.path = path
         self.header = header or {}
         self.warnings: list[str] = list(warnings)
-        """Problems the reader recovered from (a torn last record), one line each."""
+        """Problems the reader recovered from (a torn last record, damage), one line each."""
+        self.damage: list[Damage] = list(damage)
+        """The stretches of a checksummed file that did not check out, and the interactions
+        they cost (left out of this sequence): see :class:`~streamtape.cassette.frames.Damage`."""
+
+    @property
+    def checksummed(self) -> bool:
+        """The file's records carry checksums (format version 4 and up): damage is detected."""
+        version = self.header.get("version", 0)
+        return isinstance(version, int) and version >= CHECKSUM_VERSION
 
     @property
     def file(self) -> CassetteFile | None:
@@ -590,29 +610,53 @@ def open_layout(path: Path, *, use_index: bool = True) -> tuple[Layout, _Identit
 
 
 def _warnings(path: Path, layout: Layout) -> list[str]:
+    out = []
     if layout.good_end < layout.size:
-        return [
+        out.append(
             f"{path}: dropped a torn last record ({layout.size - layout.good_end} bytes at byte "
             f"{layout.good_end}); the recorder was probably killed while writing it"
-        ]
-    return []
+        )
+    if layout.damage:
+        out.append(damage_line(path, layout.damage))
+    return out
 
 
-def load(path: str | os.PathLike[str]) -> Cassette:
+def damage_line(path: Path, damage: Sequence[Damage]) -> str:
+    """One line for all of a file's damage: how much, which interactions it cost, where."""
+    lost = sorted({i for d in damage for i in d.interactions})
+    where = ", ".join(
+        f"#{i} at byte {next(d.offset for d in damage if i in d.interactions)}" for i in lost[:5]
+    ) + (", ..." if len(lost) > 5 else "")
+    what = f"left out {len(lost)} interaction(s) ({where})" if lost else "no interaction known to be lost"
+    return (
+        f"{path}: {len(damage)} damaged record(s) skipped, first at byte {damage[0].offset}; {what}; "
+        f"'streamtape verify' lists them"
+    )
+
+
+def load(path: str | os.PathLike[str], *, verify: bool = False) -> Cassette:
     """Open a cassette. Raises :class:`~streamtape.errors.CassetteError` on bad input.
 
     Only the record table is read now; interactions are read when asked for
     (see the module docstring for what is checked when). A torn last record
-    is dropped; :attr:`Cassette.warnings` says what was dropped.
+    is dropped; :attr:`Cassette.warnings` says what was dropped. In a
+    checksummed cassette (version 4) damaged records are skipped and the
+    interactions they cost are left out, listed in :attr:`Cassette.damage`.
+
+    ``verify``: check every record's checksum now, reading the whole file,
+    even when an index record would let the file open without (commands that
+    read every interaction anyway, ``show``, ``check``, ``verify``, use it).
+    Otherwise a record reached through the index is checked when it is read,
+    and a damaged one raises :class:`~streamtape.errors.DamagedRecordError`.
     """
     p = Path(path)
-    layout, identity, fd = open_layout(p)
+    layout, identity, fd = open_layout(p, use_index=not verify)
     _FILES.adopt(p, identity, fd)
     return Cassette(path=p, header=layout.header, warnings=_warnings(p, layout),
-                    file=CassetteFile(p, layout, identity))
+                    file=CassetteFile(p, layout, identity), damage=layout.damage)
 
 
-def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
+def load_many(paths: Iterable[str | os.PathLike[str]], *, verify: bool = False) -> list[Cassette]:
     """Load cassettes from files and folders (every ``*.tape`` in a folder, sorted)."""
     out: list[Cassette] = []
     for raw in paths:
@@ -621,9 +665,9 @@ def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[Cassette]:
             files = sorted(p.glob(f"*{SUFFIX}"))
             if not files:
                 raise CassetteError(f"{p}: folder holds no {SUFFIX} cassettes")
-            out.extend(load(f) for f in files)
+            out.extend(load(f, verify=verify) for f in files)
         else:
-            out.append(load(p))
+            out.append(load(p, verify=verify))
     return out
 
 
@@ -641,7 +685,7 @@ def read_records(path: Path) -> tuple[dict[str, Any], list[Any], int, int]:
         for k in order:
             data = os.pread(fd, t.lengths[k], t.offsets[k])
             try:
-                records.append(decode_record(data))
+                records.append(decode_record(unframe(data)[1] if layout.framed else data))
             except ValueError as e:
                 raise CassetteError(f"{path}: corrupt cassette: record at byte {t.offsets[k]}: {e}") from None
     finally:

@@ -6,7 +6,16 @@ the time it arrived; "chunk" is kept for HTTP chunked framing alone (the
 ``chunked`` :class:`Framing`). An interaction's *outcome* (:class:`Outcome`)
 says how it ended.
 
-File layout (all msgpack, one object after another, nothing else)::
+File layout: a header, then records, all msgpack. From format version 4 on
+(the version every new cassette is written as) each record sits in a 14-byte
+checksummed, numbered frame (:mod:`streamtape.cassette.frames`), so a reader
+detects a damaged record, skips it and resumes at the next good one
+(:mod:`streamtape.cassette.recovery`); the header stays a bare map, so an older
+streamtape reads its version and says to upgrade. Versions 1 to 3 (below) have
+bare records, one object after another, nothing else, and load as before (no
+checksum to verify; a corrupt record refuses the file). A writer appending to
+an older cassette keeps its version and its bare records. Inside the frames
+the records are those of versions 1 to 3::
 
     header  {"format": "streamtape", "version": 1, "writer": "0.1.0", "created": 1764500000.0}
     record  {"t": "begin", "id": 0, "request": {...}, "response": {...} | None, "labels": {...},
@@ -32,8 +41,9 @@ wire frame sizes (a fragmented message has several; ``[]`` where they are not
 known); it is left out when no message of the batch has them.
 
 Format versions: a reader needs version 2 for message records and WebSocket
-begin/end records; a cassette that holds only HTTP interactions stays version
-1, so an older streamtape reads it. The header is written first, before
+begin/end records; an unframed cassette that holds only HTTP interactions stays
+version 1, so an older streamtape reads it (new cassettes are version 4, which
+a streamtape without checksums refuses with "upgrade streamtape"). The header is written first, before
 anyone knows whether a session will follow, so the writer raises its version
 byte in place (one byte, fsynced) before the first WebSocket record goes out.
 
@@ -89,6 +99,7 @@ from itertools import chain
 from typing import Any
 
 from .._version import __version__
+from .frames import CHECKSUM_VERSION
 from .index import INDEX, INDEX_VERSION
 from .model import (
     Direction,
@@ -104,11 +115,14 @@ from .model import (
 from .pieces import Piece, PieceSequence
 
 FORMAT_NAME = "streamtape"
-FORMAT_VERSION = 1
-"""The version a cassette of HTTP interactions alone is written as (every reader reads it)."""
+PLAIN_VERSION = 1
+"""The version an unframed cassette of HTTP interactions alone needs (every reader reads it)."""
 WEBSOCKET_VERSION = 2
 """The version a reader needs for WebSocket sessions (message records)."""
-NEWEST_VERSION = INDEX_VERSION
+FORMAT_VERSION = CHECKSUM_VERSION
+"""The version new cassettes are written as: records in checksummed frames
+(:mod:`streamtape.cassette.frames`)."""
+NEWEST_VERSION = CHECKSUM_VERSION
 """The newest format version this streamtape reads and writes."""
 SUFFIX = ".tape"
 
@@ -320,8 +334,8 @@ def record_version(rec: Any) -> int:
     if isinstance(rec, list):
         if rec and rec[0] == INDEX:
             return INDEX_VERSION
-        return WEBSOCKET_VERSION if rec and rec[0] == MESSAGES else FORMAT_VERSION
-    return WEBSOCKET_VERSION if isinstance(rec, dict) and "websocket" in rec else FORMAT_VERSION
+        return WEBSOCKET_VERSION if rec and rec[0] == MESSAGES else PLAIN_VERSION
+    return WEBSOCKET_VERSION if isinstance(rec, dict) and "websocket" in rec else PLAIN_VERSION
 
 
 def record_id(rec: Any) -> Any:
@@ -358,10 +372,10 @@ def interaction_records(ix: Interaction, rid: int) -> list[Record]:
     return recs
 
 
-def make_header() -> dict[str, Any]:
+def make_header(version: int = FORMAT_VERSION) -> dict[str, Any]:
     return {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": version,
         "writer": __version__,
         "created": time.time(),
     }

@@ -23,14 +23,15 @@ import msgpack
 
 from ..errors import CassetteError
 from .digest import WILDCARD, digest_of_begin
+from .frames import CHECKSUM_VERSION, FRAME, frame
 from .index import INDEX_MIN_BYTES, INDEX_VERSION, Kind, TableBuilder, index_record
 from .lock import cassette_lock, hold
 from .model import Interaction
 from .reader import open_layout
 from .records import (
     DATA,
-    FORMAT_VERSION,
     MESSAGES,
+    PLAIN_VERSION,
     Record,
     interaction_records,
     make_header,
@@ -94,6 +95,8 @@ class CassetteWriter:
             layout, _identity, fd = open_layout(self.path)
             os.close(fd)
             self.version: int = layout.header["version"]
+            self.framed = layout.framed
+            self._seq = layout.next_seq
             self.next_id = max(layout.table.ids, default=-1) + 1
             self._table = TableBuilder.of(layout.table)
             self._f: BinaryIO = open(self.path, "r+b")  # noqa: SIM115
@@ -110,8 +113,11 @@ class CassetteWriter:
                 self._f = open(self.path, "w+b")  # noqa: SIM115  (read back by _raise_version)
             except OSError as e:
                 raise CassetteError(f"{self.path}: cannot create: {e.strerror or e}") from None
-            self.version = FORMAT_VERSION
-            self._write([make_header()], sync=self.sync_ends)
+            self.version = CHECKSUM_VERSION
+            self.framed = False  # the header is never framed: an older reader must read its version
+            self._seq = 0
+            self._write([make_header(CHECKSUM_VERSION)], sync=self.sync_ends)
+            self.framed = True
 
     def new_id(self) -> int:
         with self._id_lock:
@@ -120,11 +126,15 @@ class CassetteWriter:
         return rid
 
     def _write(self, records: Sequence[Record], sync: bool) -> None:
-        needed = max(map(record_version, records), default=FORMAT_VERSION)
+        needed = max(map(record_version, records), default=PLAIN_VERSION)
         if needed > self.version:
             self._raise_version(needed)
         packer = msgpack.Packer(use_bin_type=True)
-        packed = [packer.pack(r) for r in records]
+        if self.framed:
+            seq = self._seq
+            packed = [frame(packer.pack(r), (seq + i) & 0xFFFFFFFF) for i, r in enumerate(records)]
+        else:
+            packed = [packer.pack(r) for r in records]
         data = b"".join(packed)
         try:
             self._f.write(data)
@@ -134,6 +144,8 @@ class CassetteWriter:
         except OSError:
             self._abandon()
             raise
+        if self.framed:
+            self._seq = (self._seq + len(records)) & 0xFFFFFFFF
         self._note(records, packed, self._good_end)
         self._good_end += len(data)
 
@@ -180,7 +192,10 @@ class CassetteWriter:
             if self.version < INDEX_VERSION:
                 self._raise_version(INDEX_VERSION)
             self._f.seek(self._good_end)
-            self._f.write(index_record(table, self._good_end))
+            if self.framed:  # framed as the next record; it takes no number (it is cut off on append)
+                self._f.write(frame(index_record(table, self._good_end + FRAME.size), self._seq))
+            else:
+                self._f.write(index_record(table, self._good_end))
             self._f.flush()
             os.fsync(self._f.fileno())
         except (OSError, CassetteError):

@@ -1,8 +1,9 @@
 """Protocol findings about one interaction: pure, from its Analysis.
 
 Each :class:`Finding` has a stable ``code`` (:data:`Code`, for scripts and
-``--json``), a one-line ``message``, and the wire event index it concerns
-when there is one.
+``--json``), a one-line ``message``, the wire event index it concerns
+when there is one, and a :attr:`~Finding.severity` looked up by its code
+(:mod:`streamtape.check.severity`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Literal, cast
 from ..capture.mcp import SESSION_HEADER
 from ..cassette.model import Interaction, Outcome
 from ..shapes import Analysis, ShapeName, WireEvent, a2a, agui, analyze
+from .severity import Severity, severity_of
 
 # Shapes whose stream ends with a literal ``data: [DONE]``.
 DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
@@ -68,6 +70,8 @@ Code = Literal[
     "close-abnormal", "no-response-done",
     # agent streams (streamtape.shapes.agui, streamtape.shapes.a2a)
     "tool-call-open", "task-not-final",
+    # The cassette file (a record that failed its checksum: streamtape.cassette.frames)
+    "damaged-record",
 ]
 """A finding's code: stable, for scripts."""
 
@@ -79,8 +83,13 @@ class Finding:
     event: int | None = None
     """Index of the wire event it concerns (0-based, in body order), or None."""
 
+    @property
+    def severity(self) -> Severity:
+        """How much it matters (:mod:`streamtape.check.severity`: a table by code)."""
+        return severity_of(self.code)
+
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return {**asdict(self), "severity": str(self.severity)}
 
 
 def usage_requested(ix: Interaction) -> bool:

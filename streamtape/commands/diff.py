@@ -252,6 +252,7 @@ def diff_command(
             Path(html_path).write_text(page, encoding="utf-8")
         except OSError as e:
             raise OptionError(f"--html {html_path}: cannot write: {e.strerror or e}") from None
+        click.echo(f"streamtape: wrote the HTML report to {html_path}", err=True)  # stdout holds the report
     if pair_index is not None:
         _one_pair(result, pair_index, as_json)
         return

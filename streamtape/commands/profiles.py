@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..profiles import ADVERSARIAL, PRESETS, SYNTAX, describe, parse_profile
+from ..profiles import ADVERSARIAL, PRESETS, SYNTAX, describe, explain, parse_profile
 
 
 def listing() -> str:
@@ -27,10 +27,14 @@ def listing() -> str:
 def profiles(profile: str | None, as_json: bool) -> None:
     """List replay presets, the adversarial set and the profile syntax.
 
-    With PROFILE, check it and print what it means (exit 2 if it is malformed).
+    With PROFILE, check it and print what it means: the effective profile, then
+    each item and what it does (exit 2 if it is malformed).
     """
     if profile is not None:
-        click.echo(describe(parse_profile(profile)))
+        parsed = parse_profile(profile)
+        click.echo(describe(parsed))
+        for line in explain(parsed):
+            click.echo(line)
         return
     if as_json:
         click.echo(json.dumps({"presets": PRESETS, "adversarial": ADVERSARIAL}, indent=2))

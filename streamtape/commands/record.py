@@ -11,7 +11,9 @@ TLS checks, and shadows.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -180,6 +182,16 @@ def record(
     run.stopped()
 
 
+
+_TLS_VERIFY = re.compile(r"certificate verify failed|CERTIFICATE_VERIFY_FAILED|self[- ]signed certificate"
+                         r"|unable to get local issuer|hostname mismatch|certificate is not valid", re.I)
+"""How OpenSSL (through mitmproxy) words an upstream certificate it could not verify."""
+
+
+def tls_verification_failed(error: str | None) -> bool:
+    """The upstream's TLS certificate failed verification (not a refused or lost connection)."""
+    return bool(error) and _TLS_VERIFY.search(error or "") is not None
+
 class _Run:
     """One ``streamtape record`` run: its addon (and shadow sender), and what it says.
 
@@ -202,6 +214,11 @@ class _Run:
             from ..shadow.sender import ShadowSender  # late: httpx, only for runs with shadows
 
             self.sender = ShadowSender(plan, on_finished=self.shadow_finished, own_thread=own_thread)
+        self._lines_lock = threading.Lock()
+        self._groups: dict[str, list[str]] = {}
+        """Shadow lines waiting for their pair's primary line."""
+        self._printed: set[str] = set()
+        """Pairs whose primary line is out."""
         self.addon = RecordAddon(on_saved=self.saved, on_error=self.failed, shadow=self.sender,
                                  on_credential=self.credential, on_lost=self.not_saved)
 
@@ -210,15 +227,56 @@ class _Run:
     def saved(self, ix: Interaction) -> None:
         line = summary_line(ix)
         if ix.outcome is Outcome.UPSTREAM_ERROR and (ix.response is None or ix.response.status == 502):
-            line += "  [upstream unreachable: the client got a 502]"
-        click.echo(line)
+            if tls_verification_failed(ix.error):
+                line += ("  [upstream TLS certificate not trusted: the client got a 502; "
+                         "--insecure records from a backend with a self-signed certificate]")
+            else:
+                line += "  [upstream unreachable: the client got a 502]"
+        self._primary_line(ix, line)
 
     def not_saved(self, ix: Interaction) -> None:
         # The client was served; the cassette could not take the recording (said once on stderr).
-        click.echo(f"{summary_line(ix)}  [not saved]")
+        self._primary_line(ix, f"{summary_line(ix)}  [not saved]")
 
     def shadow_finished(self, target: ShadowTarget, ix: Interaction) -> None:
-        click.echo(f"  shadow {target.name}: {summary_line(ix)}")
+        self._shadow_line(ix, f"  shadow {target.name}: {summary_line(ix)}")
+
+    # A pair's lines go out primary first, its shadows' after it: the primary's line
+    # comes from the writer thread once it is on disk, the shadows' from the sender's
+    # thread, in any order. A shadow line that comes first waits for its primary's and
+    # goes out with it; one that comes later (a slow shadow) goes out when it comes,
+    # so a hanging shadow holds nothing up.
+
+    def _pair_of(self, ix: Interaction) -> str | None:
+        from ..shadow.labels import LABEL_PAIR  # late: shadows only
+
+        return ix.labels.get(LABEL_PAIR) if self.plan is not None else None
+
+    def _primary_line(self, ix: Interaction, line: str) -> None:
+        pair = self._pair_of(ix)
+        with self._lines_lock:
+            waiting = self._groups.pop(pair, []) if pair is not None else []
+            click.echo(line)
+            for w in waiting:
+                click.echo(w)
+            if pair is not None:
+                self._printed.add(pair)
+
+    def _shadow_line(self, ix: Interaction, line: str) -> None:
+        pair = self._pair_of(ix)
+        with self._lines_lock:
+            if pair is None or pair in self._printed:
+                click.echo(line)
+            else:
+                self._groups.setdefault(pair, []).append(line)
+
+    def flush_pairs(self) -> None:
+        """At the end: shadow lines whose primary was never printed (it was not saved)."""
+        with self._lines_lock:
+            for lines in self._groups.values():
+                for line in lines:
+                    click.echo(line)
+            self._groups.clear()
 
     def failed(self, message: str) -> None:
         message = naming_the_flag(message)  # the addon names the option; the user typed the flag
@@ -251,6 +309,7 @@ class _Run:
         """After the proxy: the option error, or the totals (exit status 1 if recordings were lost)."""
         if self.failures:
             raise OptionError(self.failures[0])
+        self.flush_pairs()
         n = self.addon.saved
         sys.stdout.flush()
         if self.sender is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
+import sys
 from collections.abc import Iterator
 from typing import TypedDict
 
@@ -137,13 +139,33 @@ def interaction_head(ix: Interaction) -> list[str]:
     return lines
 
 
-def timeline_lines(ix: Interaction) -> list[str]:
+def timeline_lines(ix: Interaction, width: int | None = None) -> list[str]:
+    """The pieces, one line each; with ``width``, each piece's bytes cut to fit it."""
     lines = [f"{'offset ms':>10}  {'gap ms':>8}  {'size':>6}  bytes"]
     for row in timeline(ix):
         lines.append(
-            f"{row['at_ns'] / 1e6:>10.3f}  {row['gap_ns'] / 1e6:>8.3f}  {row['size']:>6}  {escape_piece(row['data'])}"
+            f"{row['at_ns'] / 1e6:>10.3f}  {row['gap_ns'] / 1e6:>8.3f}  {row['size']:>6}  "
+            f"{shorten(escape_piece(row['data']), width)}"
         )
     return lines
+
+
+PIECE_COLUMN = 30
+"""Where a timeline line's bytes begin (offset, gap and size before them)."""
+
+
+def shorten(text: str, width: int | None) -> str:
+    """``text`` cut to ``width`` characters (its end marked with ``…``); whole when None."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(width - 1, 1)] + "…"
+
+
+def piece_width(full: bool) -> int | None:
+    """How many characters of a piece fit on the terminal (None: not a terminal, or --full)."""
+    if full or not sys.stdout.isatty():
+        return None
+    return max(shutil.get_terminal_size().columns - PIECE_COLUMN, 20)
 
 
 def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
@@ -196,8 +218,10 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
               help=f"Read the stream as this format instead of detecting it: {', '.join(SHAPES)}.")
 @click.option("--mcp", "show_mcp", is_flag=True,
               help="The MCP sessions, each one entry with its calls (--text: the results).")
+@click.option("--full", is_flag=True,
+              help="With -i: every byte of each piece (on a terminal a piece is cut to the width).")
 def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
-         show_reasoning: bool, shape: str | None, show_mcp: bool) -> None:
+         show_reasoning: bool, shape: str | None, show_mcp: bool, full: bool) -> None:
     """List a cassette's interactions, or print one interaction's stats and timeline (-i N).
 
     A WebSocket session (-i N) lists its messages (offset, gap, direction, size,
@@ -217,8 +241,11 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
                           "or add --json for both")
     if show_mcp and (index is not None or show_events or show_reasoning):
         raise OptionError("--mcp lists whole sessions: it takes --text or --json, not -i, --events or --reasoning")
-    cas = load(file)
+    cas = load(file, verify=True)
     warn(cas)
+    if not cas.checksummed:
+        click.echo(f"streamtape: note: {file} is cassette format version {cas.header.get('version')}: "
+                   "its records have no checksums, so damage cannot be detected", err=True)
     if show_mcp:  # streamtape.commands._mcp
         from ._mcp import mcp_json, mcp_lines, mcp_text_lines
 
@@ -264,7 +291,7 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
         for line in text_lines(analysis) if show_text else reasoning_lines(analysis):
             click.echo(line)
         return
-    body = events_lines(analysis) if show_events else timeline_lines(ix)
+    body = events_lines(analysis) if show_events else timeline_lines(ix, piece_width(full))
     for line in [*interaction_head(ix), *stats_lines(stats, analysis), "", *body]:
         click.echo(line)
 

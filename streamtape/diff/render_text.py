@@ -92,8 +92,9 @@ def _summary(result: CassetteDiff, st: Style) -> list[str]:
         p = pair_summary(rep)
         meaning = st(p.meaning, fg="green") if rep.same else st(p.meaning, fg="red", bold=True)
         wire = p.wire if rep.wire_same else st(p.wire, fg="yellow")
+        failed_names = ", ".join(g.gate.text for g in rep.gates if not g.ok)
         gates = (
-            st(f"  {p.gates_failed} gate(s) failed", fg="red", bold=True) if p.gates_failed else ""
+            st(f"  {p.gates_failed} gate(s) failed: {failed_names}", fg="red", bold=True) if p.gates_failed else ""
         )
         rows.append(
             [
@@ -144,8 +145,9 @@ def _verdict(result: CassetteDiff, st: Style) -> str:
             parts.append(st(f"{len(result.unpaired)} unpaired", fg="red", bold=True))
     if any(r.gates for r in result.reports):
         failed = result.gates_failed
+        names = sorted({g.gate.text for r in result.reports for g in r.gates if not g.ok})
         parts.append(
-            st(f"{failed} gate(s) failed", fg="red", bold=True)
+            st(f"{failed} gate(s) failed ({', '.join(names)})", fg="red", bold=True)
             if failed
             else st("gates pass", fg="green")
         )

@@ -98,6 +98,8 @@ class PairLine:
     ttft_ratio: float | None
     duration_ratio: float | None
     gates_failed: int
+    failed_gates: tuple[str, ...] = ()
+    """The per-pair gates this pair failed, as written (``ttft>1.5x``)."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,7 @@ def _line(n: int, rep: DiffReport, pair: str | None) -> PairLine:
         ttft_ratio=rep.timing_row(Metric.TTFT).ratio,
         duration_ratio=rep.timing_row(Metric.DURATION).ratio,
         gates_failed=sum(1 for g in rep.gates if not g.ok),
+        failed_gates=tuple(g.gate.text for g in rep.gates if not g.ok),
     )
 
 

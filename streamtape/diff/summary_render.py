@@ -59,7 +59,8 @@ def _pairs(s: Summary, st: Style, limit: int) -> list[str]:
             )
             why = p.reason
             if p.gates_failed:
-                why = (why + "; " if why else "") + st(f"{p.gates_failed} gate(s) failed", fg="red", bold=True)
+                why = (why + "; " if why else "") + st(
+                    f"{p.gates_failed} gate(s) failed: {', '.join(p.failed_gates)}", fg="red", bold=True)
             rows.append(
                 [
                     str(p.index),
@@ -147,10 +148,10 @@ def _gates(s: Summary, st: Style) -> list[str]:
         mark = st("ok", fg="green") if g.ok else st("FAILED", fg="red", bold=True)
         out.append(f"  {g.gate:<24}{mark}  {g.detail}")
     if s.pair_gates_failed:
-        failing = [str(p.index) for p in s.pairs if p.gates_failed]
+        failing = [f"#{p.index} ({', '.join(p.failed_gates)})" for p in s.pairs if p.gates_failed]
         out.append(
             "  " + st(f"per-pair gates: {s.pair_gates_failed} check(s) failed", fg="red", bold=True)
-            + f" on pair(s) #{', #'.join(failing)}"
+            + f" on pair(s) {', '.join(failing)}"
         )
     return out
 
@@ -168,7 +169,9 @@ def verdict_line(s: Summary, st: Style) -> str:
         parts.append(st(f"{len(s.missing)} {what}", fg="red" if not s.session else "yellow", bold=not s.session))
     if s.gates or s.pair_gates_failed:
         failed = sum(1 for g in s.gates if not g.ok) + s.pair_gates_failed
-        parts.append(st(f"{failed} gate(s) failed", fg="red", bold=True) if failed else st("gates pass", fg="green"))
+        names = sorted({str(g.gate) for g in s.gates if not g.ok} | {n for p in s.pairs for n in p.failed_gates})
+        parts.append(st(f"{failed} gate(s) failed ({', '.join(names)})", fg="red", bold=True)
+                     if failed else st("gates pass", fg="green"))
     return "Result: " + ", ".join(parts) + f"  (exit {s.exit_status})"
 
 

@@ -647,15 +647,17 @@ _SHOWN = 3
 
 
 def _no_match_message(key: RequestKey, closest: Closest | None, name_cassette: bool) -> str:
-    """One line: the request, the closest recording (``#1``, or ``session.tape#1`` when
-    ``name_cassette``), its first :data:`_SHOWN` differences and how many more."""
+    """One line: the request, the closest recording (``session.tape#1``: its cassette file
+    whenever it is known, even when there is one, so the user knows which file to look
+    in; ``#1`` otherwise), its first :data:`_SHOWN` differences and how many more.
+    ``name_cassette`` is kept for callers; the file is named either way."""
     what = f"{key.method} {key.target}"
     if closest is None:
         return f"no recorded interaction matches {what}: the cassette is empty"
     rk, ds = closest.request, closest.differences
     rest = len(ds) - _SHOWN
     more = f" (and {rest} more difference{'s' if rest > 1 else ''})" if rest > 0 else ""
-    where = closest.where if name_cassette else f"#{closest.index}"
+    where = closest.where
     return (
         f"no recorded interaction matches {what}; closest is {where} "
         f"{rk.method} {rk.target}: {'; '.join(ds[:_SHOWN])}{more}"

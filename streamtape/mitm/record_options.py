@@ -201,7 +201,8 @@ OPTION_NAMES = frozenset(o.name for o in RECORD_OPTIONS)
 
 
 def naming_the_flag(message: str) -> str:
-    """An addon's message about an option (``streamtape_out: ...``), naming the flag instead.
+    """An addon's message about an option (``streamtape_out: ...``), naming the flag instead
+    (both spellings when it has a short one: ``-o/--out``, whichever the user typed).
 
     ``streamtape record`` passes the flags on as options, so the addon's
     messages name the option; the user typed the flag.
@@ -209,5 +210,5 @@ def naming_the_flag(message: str) -> str:
     name, sep, rest = message.partition(": ")
     for o in RECORD_OPTIONS:
         if sep and name == o.name:
-            return f"{o.flag}: {rest}"
+            return f"{o.short}/{o.flag}: {rest}" if o.short else f"{o.flag}: {rest}"
     return message

@@ -42,7 +42,7 @@ from .model import (
     Steps,
     Unit,
 )
-from .parse import ADVERSARIAL, PRESETS, SYNTAX, describe, parse_profile
+from .parse import ADVERSARIAL, PRESETS, SYNTAX, describe, explain, parse_profile
 from .schedule import ERROR_MESSAGE, KEEPALIVE_TEXT, Profile
 
 __all__ = [
@@ -66,5 +66,6 @@ __all__ = [
     "Steps",
     "Unit",
     "describe",
+    "explain",
     "parse_profile",
 ]

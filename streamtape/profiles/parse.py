@@ -215,6 +215,9 @@ class _Bad(Exception):
 
 def _num(s: str, what: str, *, integer: bool = False, minimum: float = 0) -> float:
     if not re.fullmatch(_NUM, s.strip()):
+        if re.fullmatch(rf"\s*-\s*(?:{_NUM})\s*", s):  # a negative number: say what is allowed
+            least = "positive" if minimum > 0 or integer else "positive (or 0)"
+            raise _Bad(f"{what} must be {least}, not {s.strip()!r}")
         raise _Bad(f"{what} must be a {'whole ' if integer else ''}number, not {s!r}")
     v = float(s)
     if integer and v != int(v):
@@ -428,3 +431,46 @@ def describe(profile: Profile) -> str:
     if profile.seed is not None:
         parts.append(f"seed={profile.seed}")
     return ";".join(parts)
+
+
+def _syntax_table() -> dict[tuple[str, str], str]:
+    """What :data:`SYNTAX` says of each (key, kind): its one owner, read back, so the
+    explanation ``streamtape profiles PROFILE`` prints is the help text's own."""
+    table: dict[tuple[str, str], str] = {}
+    key = ""
+    last: tuple[str, str] | None = None
+    for line in SYNTAX.splitlines():
+        head = re.match(r"^([a-z]+)=\s", line)
+        if head:
+            key, last = head.group(1), None
+            continue
+        entry = re.match(r"^  (\S.*?)(?:\s{2,}(\S.*))?$", line)
+        if key and entry and not line.startswith(" " * 4):
+            names, text = entry.group(1), entry.group(2) or ""
+            for name in names.split(" | "):
+                kind = re.split(r"[:\[\s]", name.strip(), maxsplit=1)[0]
+                table[(key, kind)] = text
+            last = (key, re.split(r"[:\[\s]", names.split(" | ")[0].strip(), maxsplit=1)[0])
+            continue
+        if last is not None and line.startswith(" " * 4) and line.strip():
+            for k in [k for k in table if k[0] == last[0] and table[k] == table[last]]:
+                table[k] = f"{table[k]} {line.strip()}".strip()
+    return table
+
+
+def explain(profile: Profile) -> list[str]:
+    """One line per item of the effective profile: the item and what the syntax says it does."""
+    table = _syntax_table()
+    items: list[tuple[str, str, str]] = [
+        ("chunk", str(profile.chunk.kind), str(profile.chunk)),
+        ("latency", str(profile.latency.kind), str(profile.latency)),
+        *(("fault", str(f.kind), str(f)) for f in profile.faults),
+        ("framing", str(profile.framing), str(profile.framing)),
+        ("newline", str(profile.newline), str(profile.newline)),
+    ]
+    width = max(len(f"{k}={v}") for k, _, v in items)
+    out = [f"  {f'{k}={v}':<{width}}  {table.get((k, kind), '')}".rstrip() for k, kind, v in items]
+    seed = "the default" if profile.seed is None else str(profile.seed)
+    out.append(f"  {'seed=' + ('0' if profile.seed is None else str(profile.seed)):<{width}}  "
+               f"seed for everything random ({seed})")
+    return out

@@ -92,7 +92,7 @@ from typing import Any
 import pytest
 
 from ..cassette.reader import Cassette
-from ..errors import StreamtapeError
+from ..errors import MatrixRecordError, StreamtapeError
 from .fixture import Streamtape
 from .matrix import PROPERTY, MatrixResults
 from .settings import (
@@ -202,6 +202,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         settings = _settings(metafunc.definition, metafunc.config)
+    except MatrixRecordError:
+        # Not the module's collection: the test runs once, and its streamtape_profile
+        # fixture fails it alone with the message (other tests, or -k, are untouched).
+        return
     except StreamtapeError as e:
         # A collection error shown as this one line (no traceback).
         raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: streamtape: {e}") from None
@@ -314,7 +318,7 @@ def streamtape_profile(request: pytest.FixtureRequest) -> str:
     try:
         settings = _settings(request.node, request.config)
     except StreamtapeError as e:
-        pytest.fail(f"streamtape: {e}", pytrace=False)
+        pytest.fail(f"{request.node.nodeid}: streamtape: {e}", pytrace=False)
     return settings.profiles[0].text
 
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ..errors import OptionError, StreamtapeError
+from ..errors import MatrixRecordError, OptionError, StreamtapeError
 from ..profiles import ADVERSARIAL, parse_profile
 from ..wire import NO_MATCH_STATUS
 
@@ -349,10 +349,11 @@ def _check_recording(s: TestSettings) -> None:
     if not s.records_at_start():
         return
     if s.is_matrix:
-        raise OptionError(
+        raise MatrixRecordError(
             f"{s.mode_text()} records, but {s.matrix_source} asks for {len(s.profiles)} profiles: "
-            "a recording talks to the real backend once; record with one profile, "
-            "then replay the matrix (record_mode=none)"
+            f"a recording talks to the real backend once, and {s.cassette} does not exist yet. "
+            f"Record this test once under one profile (profile=\"{s.profiles[0].text}\" in its marker "
+            "for that run), then the matrix replays the recording; the module's other tests run as usual"
         )
     if len(s.cassettes) > 1 or s.cassette.is_dir():
         raise OptionError(

@@ -36,7 +36,7 @@ def test_a_replay_server_of_a_large_cassette_matches_without_holding_it(tmp_path
         bad = urllib.request.Request(srv.url + "/v1/chat/completions", data=b'{"model": "nope"}', method="POST")
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(bad, timeout=10)
-        assert e.value.code == 422 and b"closest is #" in e.value.read()
+        assert e.value.code == 422 and b"closest is big.tape#" in e.value.read()  # the cassette file, named
     assert srv.matcher.used[137] == 1 and sum(srv.matcher.used) == 1
 
 

@@ -142,7 +142,7 @@ def test_timing_gates_pass_and_fail_with_exit_status(recorded, capsys) -> None:
     # B waits 300 ms before its first event; A answers at once.
     code, out, _ = run("diff", a, slow, "--fail-on", "ttft>1.5x", "--fail-on", "duration>30s", capsys=capsys)
     assert code == 1, out
-    assert "meaning same" in out and "1 gate(s) failed" in out
+    assert "meaning same" in out and "1 gate(s) failed (ttft>1.5x)" in out  # the failed gate, named
     assert "FAILED" in out
     code, out, _ = run("diff", "--json", a, slow, "--fail-on", "ttft>+250ms", "--fail-on", "p95_gap>+5s", capsys=capsys)
     gates = {g["gate"]: g for g in json.loads(out)["pairs"][0]["gates"]}

@@ -147,7 +147,7 @@ def test_an_unmatched_request_fails_naming_the_cassette_the_request_and_the_clos
     result.stdout.fnmatch_lines(
         [
             "streamtape: cassettes/test_chat/test_over_the_url.tape: no recorded interaction matches "
-            "POST /v1/chat/completions; closest is #0 POST /v1/chat/completions: "
+            "POST /v1/chat/completions; closest is test_over_the_url.tape#0 POST /v1/chat/completions: "
             'body messages[[]0[]].content is "hi", recorded "bye"',
             "(the test then failed: UnprocessableEntityError: *",
         ]

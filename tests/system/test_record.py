@@ -270,6 +270,19 @@ def test_refused_upstream_gives_the_client_a_502_and_the_recorder_keeps_running(
     assert ix.error
 
 
+def test_an_upstream_certificate_that_fails_verification_is_labelled_so_with_the_insecure_hint(tmp_path: Path) -> None:
+    out = tmp_path / "tls.tape"
+    with ScriptedServer({"/v1/chat/completions": sse_events(TWENTY[:2])}, tls=self_signed_tls()) as up, \
+            recording(out, upstream=up.url) as rec:  # no --insecure: the self-signed certificate is refused
+        r = httpx.post(rec.url + "/v1/chat/completions", json={"stream": True}, timeout=10)
+        assert r.status_code == 502
+        (line,) = rec.wait_lines(1)
+        assert "upstream unreachable" not in line
+        assert "[upstream TLS certificate not trusted: the client got a 502; --insecure records" in line
+    (ix,) = streamtape.load(out)
+    assert ix.outcome == "upstream_error" and ix.error and "certificate" in ix.error.lower()
+
+
 def test_sigterm_stops_cleanly_and_saves_the_stream_in_flight(tmp_path: Path) -> None:
     with ScriptedServer({"/s": sse_events(TWENTY, gap=0.1), "/quick": sse_events(TWENTY[:3])}) as up:
         out = tmp_path / "t.tape"

@@ -293,6 +293,21 @@ def test_the_record_output_names_the_shadows_and_counts_them(session: Session) -
 
 
 @pytest.mark.slow
+def test_the_record_output_prints_each_pairs_primary_line_before_its_shadows_lines(session: Session) -> None:
+    lines = [line for line in session.stdout.splitlines() if line.strip()]
+    primaries = 0
+    shadows: dict[str, int] = {}
+    for line in lines:
+        if line.startswith("  shadow "):
+            name = line.split(":", 1)[0].removeprefix("  shadow ")
+            shadows[name] = shadows.get(name, 0) + 1
+            assert shadows[name] <= primaries, f"a {name} shadow line before its primary's: {lines}"
+        else:
+            primaries += 1
+    assert primaries == TOTAL and shadows.get("word") == TOTAL
+
+
+@pytest.mark.slow
 def test_diff_on_the_session_counts_the_word_change_and_the_slower_shadow(session: Session, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main("diff", session.tape, "--shadow", "word", "--json", capsys=capsys)
     doc = json.loads(out)["summary"]

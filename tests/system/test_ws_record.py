@@ -35,7 +35,14 @@ from streamtape.cassette.model import (
     WebSocketSession,
 )
 from streamtape.cassette.reader import load
-from streamtape.cassette.records import FORMAT_VERSION, NEWEST_VERSION, WEBSOCKET_VERSION, Record
+from streamtape.cassette.records import (
+    NEWEST_VERSION,
+    PLAIN_VERSION,
+    WEBSOCKET_VERSION,
+    Record,
+    interaction_records,
+    make_header,
+)
 from streamtape.cassette.writer import BackgroundWriter, CassetteWriter, save
 from streamtape.errors import CassetteError
 from streamtape.wire import Framing
@@ -361,10 +368,13 @@ def test_sessions_and_http_interactions_round_trip_in_one_cassette(tmp_path: Pat
     assert cas[1].first_byte_ns == 10 * MS  # the first server message
 
 
-def test_a_cassette_stays_version_1_until_a_session_is_written_then_says_2(tmp_path: Path) -> None:
+def test_an_unframed_cassette_stays_version_1_until_a_session_is_written_then_says_2(tmp_path: Path) -> None:
+    # A cassette written before checksums (format 1, bare records), appended to: the
+    # writer keeps its format and raises the version in place for a session.
     path = tmp_path / "v.tape"
-    save(path, [chat_ix(20)])
-    assert load(path).header["version"] == FORMAT_VERSION == 1
+    path.write_bytes(msgpack.packb({**make_header(PLAIN_VERSION)}, use_bin_type=True) + b"".join(
+        msgpack.packb(r, use_bin_type=True) for r in interaction_records(chat_ix(20), 0)))
+    assert load(path).header["version"] == PLAIN_VERSION == 1 and not load(path).checksummed
     before = path.read_bytes()
     save(path, [session_ix(MESSAGES)])  # appending raises the header's version in place
     cas = load(path)

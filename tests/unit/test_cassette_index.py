@@ -16,13 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import streamtape
-from streamtape import CassetteError, Interaction, Piece, Request, Response
+from streamtape import CassetteError, DamagedRecordError, Interaction, Piece, Request, Response
 from streamtape.cassette import reader as reader
 from streamtape.cassette.digest import request_digest
-from streamtape.cassette.index import INDEX_VERSION, Kind, index_record
+from streamtape.cassette.frames import FRAME, frame
+from streamtape.cassette.index import Kind, index_record
 from streamtape.cassette.pieces import Pieces
 from streamtape.cassette.reader import open_layout, read_records
-from streamtape.cassette.records import interaction_records
+from streamtape.cassette.records import FORMAT_VERSION, interaction_records
 from streamtape.cassette.writer import CassetteWriter
 from streamtape.errors import NoMatchError
 from streamtape.match.indexed import CassetteChain, IndexedMatcher, interactions_of, matcher_for
@@ -40,7 +41,7 @@ def test_a_closed_writer_leaves_an_index_that_load_uses_and_that_agrees_with_a_s
     p = tmp_path / "i.tape"
     ixs = [numbered(k) for k in range(30)]
     write(p, ixs)
-    assert header_version(p) == INDEX_VERSION
+    assert header_version(p) == FORMAT_VERSION
     cas = streamtape.load(p)
     assert cas.file is not None and cas.file.layout.indexed and cas.warnings == []
     layout, _, fd = open_layout(p, use_index=False)
@@ -54,10 +55,10 @@ def test_a_closed_writer_leaves_an_index_that_load_uses_and_that_agrees_with_a_s
     assert list(t.digests) == [request_digest(ix.request.method, ix.request.url, ix.request.body) for ix in ixs]
 
 
-def test_a_cassette_below_the_size_gets_no_index_and_keeps_version_1(tmp_path: Path) -> None:
+def test_a_cassette_below_the_size_gets_no_index(tmp_path: Path) -> None:
     p = tmp_path / "small.tape"
     streamtape.save(p, [numbered(1)])
-    assert header_version(p) == 1
+    assert header_version(p) == FORMAT_VERSION
     assert b"\x94\xa1x" not in p.read_bytes()
     cas = streamtape.load(p)
     assert cas.file is not None and not cas.file.layout.indexed
@@ -66,11 +67,14 @@ def test_a_cassette_below_the_size_gets_no_index_and_keeps_version_1(tmp_path: P
 def test_an_index_that_no_longer_ends_the_file_is_passed_over_and_the_records_scanned(tmp_path: Path) -> None:
     p = tmp_path / "grown.tape"
     write(p, [numbered(k) for k in range(3)])
-    # Appended after the index without cutting it (as a writer that does not know indexes would).
+    # Appended after the index without cutting it (as a writer that does not know indexes would),
+    # numbered on from the index's frame (which takes the number the next record gets).
+    layout, _, fd = open_layout(p)
+    os.close(fd)
     extra = numbered(99)
     with open(p, "ab") as f:
-        for rec in interaction_records(extra, 3):
-            f.write(msgpack.packb(rec, use_bin_type=True))
+        for k, rec in enumerate(interaction_records(extra, 3)):
+            f.write(frame(msgpack.packb(rec, use_bin_type=True), layout.next_seq + k))
     cas = streamtape.load(p)
     assert cas.file is not None and not cas.file.layout.indexed
     assert len(cas) == 4 and cas[3] == extra and cas.warnings == []
@@ -110,13 +114,9 @@ def test_an_index_whose_offsets_are_wrong_gives_an_error_not_another_interaction
     t = layout.table
     swapped = dataclasses.replace(t, ids=type(t.ids)(t.ids.typecode, [t.ids[1], t.ids[0], *t.ids[2:]]))
     size = p.stat().st_size
-    with open(p, "r+b") as f:  # version 3, then an index that mixes up interactions 0 and 1
-        head = f.read(64)
-        at = head.index(b"\xa7version") + 8
-        f.seek(at)
-        f.write(bytes([INDEX_VERSION]))
+    with open(p, "r+b") as f:  # an index, checksummed as a writer's, that mixes up interactions 0 and 1
         f.seek(size)
-        f.write(index_record(swapped, size))
+        f.write(frame(index_record(swapped, size + FRAME.size), layout.next_seq))
     cas = streamtape.load(p)
     assert cas.file is not None and cas.file.layout.indexed
     with pytest.raises(CassetteError, match=r"record at byte \d+: expected a record of interaction 1"):
@@ -125,27 +125,34 @@ def test_an_index_whose_offsets_are_wrong_gives_an_error_not_another_interaction
 
 
 def test_len_and_one_interaction_never_decode_the_others(tmp_path: Path) -> None:
+    # Through the index, records are checked when read: a damaged data record of
+    # interaction 0 costs its pieces only, named by byte, when they are used.
     p = tmp_path / "lazy.tape"
-    write(p, [numbered(k) for k in range(3)], index=False)
+    write(p, [numbered(k) for k in range(3)], index=True)
     layout, _, fd = open_layout(p)
     os.close(fd)
+    assert layout.indexed
     t = layout.table
     data_rec = next(k for k in range(t.starts[0], t.starts[1]) if t.kinds[k] == Kind.DATA)
     raw = bytearray(p.read_bytes())
     off = t.offsets[data_rec]
-    rec = msgpack.unpackb(bytes(raw[off : off + t.lengths[data_rec]]))
+    rec = msgpack.unpackb(bytes(raw[off + FRAME.size : off + t.lengths[data_rec]]))
     rec[3][0] += 1  # interaction 0's piece sizes no longer add up (same length on disk)
     patched = msgpack.packb(rec, use_bin_type=True)
-    assert len(patched) == t.lengths[data_rec]
-    raw[off : off + len(patched)] = patched
+    assert len(patched) == t.lengths[data_rec] - FRAME.size
+    raw[off + FRAME.size : off + t.lengths[data_rec]] = patched
     p.write_bytes(bytes(raw))
     cas = streamtape.load(p)
     assert len(cas) == 3
     assert [p.data for p in cas[2].pieces] == [sse({"k": 2, "i": i}) for i in range(5)]
     first = cas[0]  # its head reads fine
     assert first.request.body.count(b"question 0") == 1
-    with pytest.raises(CassetteError, match=rf"{p}: corrupt cassette: record at byte {off}: piece sizes"):
+    with pytest.raises(DamagedRecordError, match=rf"{p}: damaged record at byte {off} \(interaction #0\): record fails its checksum"):
         list(first.pieces)
+    # A full check (what show, check and verify do) finds it at once and leaves interaction 0 out.
+    checked = streamtape.load(p, verify=True)
+    assert [ix.labels["k"] for ix in checked] == ["1", "2"]
+    assert [(d.offset, d.interactions) for d in checked.damage] == [(off, (0,))]
 
 
 def test_a_loaded_interaction_keeps_its_pieces_on_disk_until_they_are_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +194,7 @@ def test_read_records_still_gives_every_record_in_file_order(tmp_path: Path) -> 
     p = tmp_path / "rr.tape"
     write(p, [numbered(0), numbered(1)])
     header, records, good_end, size = read_records(p)
-    assert header["version"] == INDEX_VERSION
+    assert header["version"] == FORMAT_VERSION
     assert [r["t"] if isinstance(r, dict) else r[0] for r in records] == ["begin", "d", "end"] * 2
     assert good_end == size
 

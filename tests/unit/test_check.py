@@ -145,16 +145,17 @@ def test_check_clean_exits_0(tapes, capsys):
     assert code == 0
     assert out.splitlines()[0].startswith("#0 POST /v1/chat/completions 200")
     assert out.splitlines()[0].endswith("[openai-chat]  ok")
-    assert out.splitlines()[-1] == "0 findings in 2 interactions"
+    assert out.splitlines()[-1] == "0 findings (0 error, 0 warning, 0 info) in 2 interactions; 0 at or above error"
 
 
 def test_check_findings_exit_1_text(tapes, capsys):
     code, out, _ = run(["check", str(tapes["bad"])], capsys)
     assert code == 1
-    assert "  finish-length: finish reason length (length): the answer was cut (event 11)" in out
-    assert "  keepalive: 1 keep-alive comment in the stream" in out
-    assert "  outcome: outcome upstream_closed" in out
-    assert out.splitlines()[-1] == "5 findings in 3 interactions"
+    assert "  warning: finish-length: finish reason length (length): the answer was cut (event 11)" in out
+    assert "  info: keepalive: 1 keep-alive comment in the stream" in out
+    assert "  error: outcome: outcome upstream_closed" in out
+    assert out.splitlines()[-1].startswith("5 findings (")
+    assert out.splitlines()[-1].endswith(") in 3 interactions; 3 at or above error")
 
 
 def test_check_json(tapes, capsys):
@@ -165,7 +166,58 @@ def test_check_json(tapes, capsys):
     assert [i["index"] for i in doc["interactions"]] == [0, 1, 2]
     assert doc["interactions"][1]["findings"] == [
         {"code": "finish-length", "message": "finish reason length (length): the answer was cut",
-         "event": 11}]
+         "event": 11, "severity": "warning"}]
+    assert doc["fail_on"] == "error" and doc["failing"] == sum(doc["by_severity"][s] for s in ("error",))
+    assert doc["by_severity"]["info"] == 1 and doc["damage"] == []
+
+
+def test_a_max_tokens_stop_and_a_keepalive_pass_the_default_gate_and_fail_fail_on_warning(tmp_path, capsys):
+    p = tmp_path / "healthy.tape"
+    streamtape.save(p, [capture("chat_limit_tiny"), ix_of(b": ka\n\n" + CLEAN)])
+    code, out, _ = run(["check", str(p)], capsys)
+    assert code == 0 and "warning: finish-length" in out and "info: keepalive" in out
+    code, _, _ = run(["check", "--fail-on", "warning", str(p)], capsys)
+    assert code == 1
+    code, out, _ = run(["check", "--fail-on", "warning", "--ignore", "finish-length", str(p)], capsys)
+    assert code == 0 and "finish-length" not in out  # the keep-alive is info: below any gate
+
+
+def test_ignore_drops_an_error_finding_from_the_output_the_json_and_the_exit_status(tapes, capsys):
+    code, out, _ = run(["check", "--json", "--ignore", "outcome", "--ignore", "no-done", "--ignore", "cut-event",
+                        "--ignore", "no-finish", str(tapes["bad"])], capsys)
+    doc = json.loads(out)
+    got = {f["code"] for i in doc["interactions"] for f in i["findings"]}
+    assert got == {"finish-length", "keepalive"} and code == 0 and doc["failing"] == 0
+
+
+def test_a_finding_code_missing_from_the_table_gets_the_documented_default_severity():
+    from streamtape.check import Finding
+    from streamtape.check.severity import DEFAULT_SEVERITY, SEVERITY, Severity, severity_of
+
+    assert DEFAULT_SEVERITY is Severity.WARNING and "some-new-format-code" not in SEVERITY
+    assert severity_of("some-new-format-code") is Severity.WARNING
+    assert Finding("some-new-format-code", "x").to_dict()["severity"] == "warning"  # type: ignore[arg-type]
+    assert [severity_of(c) for c in ("cut-event", "error-event", "decode-error", "damaged-record")] == [Severity.ERROR] * 4
+    assert [severity_of(c) for c in ("finish-length", "control-token", "keepalive")] == [
+        Severity.WARNING, Severity.WARNING, Severity.INFO]
+
+
+def test_a_damaged_record_is_an_error_finding_naming_its_byte_and_the_interaction_it_cost(tmp_path, capsys):
+    from tests.support.damage import record
+
+    rec = record(tmp_path / "r.tape", 3)
+    a, b = rec.spans[1]
+    buf = bytearray(rec.data)
+    buf[(a + b) // 2] ^= 0x04
+    p = tmp_path / "damaged.tape"
+    p.write_bytes(bytes(buf))
+    code, out, err = run(["check", "--json", str(p)], capsys)
+    doc = json.loads(out)
+    assert code == 1 and len(doc["interactions"]) == 2
+    (d,) = doc["damage"]
+    assert d["code"] == "damaged-record" and d["severity"] == "error" and d["file"] == str(p)
+    assert "left out interaction #1" in d["message"] and "damaged record at byte" in d["message"]
+    assert "1 damaged record(s) skipped" in err
 
 
 def test_check_shape_override(tapes, capsys):

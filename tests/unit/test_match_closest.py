@@ -110,10 +110,10 @@ def test_with_several_cassettes_served_the_message_names_the_cassette_and_the_pl
     assert "; closest is b.tape#1 POST /v1/chat/completions: body has seed=3" in str(err)
 
 
-def test_with_one_cassette_the_message_keeps_the_plain_number_and_the_error_still_names_it() -> None:
+def test_with_one_cassette_the_message_still_names_the_cassette_file() -> None:
     m = Matcher([rec(chat("a")), rec(chat("b"))], sources=["chat.tape", "chat.tape"])
     err = miss(m, chat("b", seed=3))
-    assert "; closest is #1 POST" in str(err)
+    assert "; closest is chat.tape#1 POST" in str(err)  # the cassette file, named
     assert err.cassette == "chat.tape" and err.closest is not None and err.closest.where == "chat.tape#1"
 
 

@@ -212,7 +212,7 @@ async def test_with_refuse_an_unmatched_request_gets_a_422_naming_the_closest_re
     assert f.response.headers["Content-Type"] == "application/json"
     error = json.loads(f.response.content or b"")["error"]
     assert error["type"] == "streamtape_no_match"
-    assert "closest is #0 POST /v1/chat/completions" in error["message"]
+    assert "closest is chat.tape#0 POST /v1/chat/completions" in error["message"]
     assert "model" in error["message"]
     assert f.request.host == "api.openai.com"  # refused here, never sent anywhere
     assert any("refused (422)" in line for line in rig.lines), rig.lines
@@ -239,7 +239,7 @@ async def test_with_passthrough_an_unmatched_request_is_left_to_go_upstream(tape
         await rig.addon.request(f)
         assert rig.addon.stats == {"replayed": 0, "passthrough": 1, "refused": 0}
     assert untouched(f, "http://llm.test/v1/models")
-    assert any("passed upstream" in line and "closest is #0" in line for line in rig.lines), rig.lines
+    assert any("passed upstream" in line and "closest is chat.tape#0" in line for line in rig.lines), rig.lines
 
 
 async def test_a_flow_another_addon_answered_already_is_left_alone(tape: Path) -> None:

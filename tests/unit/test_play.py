@@ -156,7 +156,8 @@ def test_play_cli_missing_file_is_one_line(tmp_path: Path, capsysbinary):
 
 def test_profiles_cli_checks_a_profile(capsysbinary):
     code, out, _ = main(capsysbinary, "profiles", "instant;fault=cut:50%")
-    assert code == 0 and out == b"chunk=recorded;latency=instant;fault=cut:50%\n"
+    assert code == 0 and out.splitlines()[0] == b"chunk=recorded;latency=instant;fault=cut:50%"
+    assert b"  fault=cut:50%" in out  # each item explained (tests/unit/test_messages.py)
     code, _, err = main(capsysbinary, "profiles", "fault=stall:x:1")
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("streamtape: error: profile 'fault=stall:x:1': bad item")

@@ -130,7 +130,7 @@ def test_a_bad_set_value_names_the_option() -> None:
 def test_in_streamtape_record_an_error_about_an_option_names_the_flag_the_user_typed() -> None:
     message = "streamtape_filter: invalid filter expression '~q ~~'"
     assert naming_the_flag(message) == "--filter: invalid filter expression '~q ~~'"
-    assert naming_the_flag("streamtape_out: no cassette file given") == "--out: no cassette file given"
+    assert naming_the_flag("streamtape_out: no cassette file given") == "-o/--out: no cassette file given"
     assert naming_the_flag("cannot write x.tape: disk full") == "cannot write x.tape: disk full"
 
 
