@@ -185,8 +185,10 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
               help="With -i: the assembled reasoning (thinking) alone.")
 @click.option("--shape", default=None, metavar="NAME",
               help=f"Read the stream as this format instead of detecting it: {', '.join(SHAPES)}.")
+@click.option("--html", "html_page", type=click.Path(dir_okay=False, writable=True), default=None, metavar="PAGE",
+              help="Write a self-contained HTML report of the cassette (with -i N: of that interaction) to PAGE.")
 def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
-         show_reasoning: bool, shape: str | None) -> None:
+         show_reasoning: bool, shape: str | None, html_page: str | None) -> None:
     """List a cassette's interactions, or print one interaction's stats and timeline (-i N).
 
     A WebSocket session (-i N) lists its messages (offset, gap, direction, size,
@@ -202,6 +204,9 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
                           "or add --json for both")
     cas = load(file)
     warn(cas)
+    if html_page is not None:
+        write_report(cas, html_page, index, shape)
+        return
     if index is None:
         if as_json:
             for part in listing_json(cas):
@@ -240,6 +245,22 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
     body = events_lines(analysis) if show_events else timeline_lines(ix)
     for line in [*interaction_head(ix), *stats_lines(stats, analysis), "", *body]:
         click.echo(line)
+
+
+def write_report(cas: Cassette, path: str, index: int | None, shape: str | None) -> None:
+    """``show --html``: the page from :mod:`streamtape.render.report`, written to ``path``."""
+    from ..render.report import render_report
+
+    chosen = [pick(cas, index)] if index is not None else list(cas)
+    indices = [index] if index is not None else None
+    text = render_report(chosen, name=str(cas.path), indices=indices, shape=shape)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise OptionError(f"--html {path}: cannot write: {e.strerror or e}") from None
+    click.echo(f"wrote {path} ({len(chosen)} interaction{'' if len(chosen) == 1 else 's'}, "
+               f"{human_bytes(len(text.encode()))})", err=True)
 
 
 commands = [show]
