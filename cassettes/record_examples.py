@@ -242,7 +242,9 @@ def scripted() -> None:
     # A Realtime WebSocket session (the GA event names), from the Realtime upstream of the tests.
     out = HERE / "realtime.tape"
     out.unlink(missing_ok=True)
+    # The test client puts a (made-up) key in session.update: redacted like any credential field.
     with realtime_upstream() as rt, recording(out, "--label", "source=tests/support/ws_upstream.py",
+                                              "--redact-field", "api_key",
                                               upstream=f"http://127.0.0.1:{rt.port}") as rec:
         print("realtime:", len(asyncio.run(realtime_turn(rec.url))), "server events")
         rec.wait_lines(1)
