@@ -41,7 +41,7 @@ h3 {{ font-size: 14px; margin: 18px 0 6px; text-transform: uppercase; letter-spa
 table {{ border-collapse: collapse; font-size: 13px; }}
 th, td {{ text-align: left; padding: 3px 12px 3px 0; vertical-align: top; border-bottom: 1px solid #eef0f3; }}
 th {{ color: #57606a; font-weight: 600; }}
-td.num {{ text-align: right; font-variant-numeric: tabular-nums; padding-right: 18px; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; padding-right: 18px; white-space: nowrap; }}
 td.val {{ font-family: {MONO}; font-size: 12px; max-width: 420px; overflow-wrap: anywhere; }}
 .caption {{ font-size: 12px; color: #57606a; margin: 2px 0; }}
 pre.text {{ white-space: pre-wrap; background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 10px;
