@@ -214,10 +214,11 @@ def cpu_share(seconds: float = 0.2) -> float:
 def test_offsets_agree_with_the_upstreams_write_times_within_the_proxys_path(recorded: Recorded, which: str) -> None:
     samples: list[Sample] = getattr(recorded, which)
     best = min(s.median_lag for s in samples)
-    # The proxy's path at the share of a core the machine gives now: 2 ms quiet; at a load
-    # average of 12 on 2 cores the best of five rounds lagged 4-7 ms. An offset taken at the
-    # wrong moment (the setup kept in, a piece timed at the next read) is off by the gap, 50 ms.
-    bound = min(PROXY_PATH_NS / cpu_share(), GAP * 1e9 / 4)
+    # The proxy's path at the share of a core the machine gives now (with half again for the
+    # share's own noise): 2 ms quiet; at a load average of 12-14 on 2 cores the best of five
+    # rounds lagged 4-10 ms. An offset taken at the wrong moment (the setup kept in, a piece
+    # timed at the next read) is off by a gap, 50 ms: the bound stays under a third of it.
+    bound = min(1.5 * PROXY_PATH_NS / cpu_share(), GAP * 1e9 / 3)
     assert best <= bound, (bound, [ms_list(s.lags) for s in samples])
 
 
