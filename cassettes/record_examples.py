@@ -3,6 +3,8 @@
     .venv/bin/python -m cassettes.record_examples test-server
     .venv/bin/python -m cassettes.record_examples llama URL   # a running ../shared/llama/serve.sh PORT slow
     .venv/bin/python -m cassettes.record_examples providers  # the hosted formats' cassettes
+    .venv/bin/python -m cassettes.record_examples max-tokens URL   # a running ../shared/llama/serve.sh PORT tiny
+    .venv/bin/python -m cassettes.record_examples scripted    # the shapes no server here sends
 
 (run from the checkout, as the benchmarks are: ``cassettes`` is a package there
 so that this script imports ``tests.support`` with no ``sys.path`` edit).
@@ -30,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.builders import chat_chunk
+from tests.support.builders import DONE, chat_chunk, sse
 from tests.support.recording import recording
 from tests.support.servers import SSE_HEADERS, ScriptedServer
 
@@ -133,9 +135,198 @@ def providers() -> None:
                 rec.wait_lines(len(held))
 
 
+def max_tokens(url: str) -> None:
+    """``max-tokens.tape``: a real llama.cpp stream cut by ``max_tokens`` (finish_reason length)."""
+    import openai
+
+    out = HERE / "max-tokens.tape"
+    out.unlink(missing_ok=True)
+    with recording(out, "--label", "backend=llama.cpp", "--label", "model=tiny", upstream=url) as rec:
+        oa = openai.OpenAI(base_url=rec.url + "/v1", api_key="sk-example-not-a-secret")
+        s = oa.chat.completions.create(model="tiny-llama", messages=[{"role": "user", "content": "Say hello."}],
+                                       stream=True, max_tokens=8, seed=5, stream_options={"include_usage": True})
+        print("max-tokens:", "".join(c.choices[0].delta.content or "" for c in s if c.choices))
+        rec.wait_lines(1)
+
+
+# --------------------------------------------------------------------------
+# Scripted upstreams: the shapes no server on this machine sends, each written as the
+# real service writes it (framing, field names, the order of events), recorded through
+# ``streamtape record`` with the real client SDK where one exists.
+
+def _chat(delta: dict, finish: str | None = None, **extra: object) -> dict:
+    return {"id": "chatcmpl-example", "object": "chat.completion.chunk", "created": 1786000000,
+            "model": "example-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+def _sse_handler(events: list[bytes], gap: float, *, cut: bool = False):  # type: ignore[no-untyped-def]
+    def handle(req, c):  # type: ignore[no-untyped-def]
+        c.head(200, SSE_HEADERS)
+        for n, ev in enumerate(events):
+            if n:
+                c.sleep(gap)
+            c.chunk(ev)
+        if cut:
+            c.sleep(gap)
+            c.reset()
+            return
+        c.end_chunks()
+    return handle
+
+
+def _record_one(name: str, label: str, routes: dict, send) -> None:  # type: ignore[no-untyped-def,type-arg]
+    out = HERE / name
+    out.unlink(missing_ok=True)
+    with ScriptedServer(routes) as up, recording(out, "--label", "source=cassettes/record_examples.py",
+                                                 "--label", f"example={label}", upstream=up.url) as rec:
+        send(rec.url)
+        rec.wait_lines(1)
+    print(f"{name}: recorded")
+
+
+def scripted() -> None:
+    import asyncio
+
+    import httpx
+    import ollama
+    import openai
+
+    from tests.support.builders import ndjson
+    from tests.support.ws_upstream import realtime_turn, realtime_upstream
+
+    key = "sk-example-not-a-secret"
+    msgs = [{"role": "user", "content": "Weather in Paris?"}]
+
+    # Ollama /api/chat: NDJSON, one line per token, the last with done and the counts.
+    words = ["The", " sky", " is", " blue", " because", " of", " Rayleigh", " scattering", "."]
+    lines = [ndjson({"model": "llama3.2", "created_at": f"2026-08-11T09:00:00.{n:03d}Z",
+                     "message": {"role": "assistant", "content": w}, "done": False}) for n, w in enumerate(words)]
+    lines.append(ndjson({"model": "llama3.2", "created_at": "2026-08-11T09:00:01Z",
+                         "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
+                         "total_duration": 912000000, "load_duration": 21000000, "prompt_eval_count": 14,
+                         "prompt_eval_duration": 88000000, "eval_count": 9, "eval_duration": 790000000}))
+
+    def ollama_handle(req, c):  # type: ignore[no-untyped-def]
+        c.head(200, [("Content-Type", "application/x-ndjson"), ("Transfer-Encoding", "chunked")])
+        for n, ln in enumerate(lines):
+            if n:
+                c.sleep(0.03)
+            c.chunk(ln)
+        c.end_chunks()
+
+    def ollama_send(url: str) -> None:
+        cl = ollama.Client(host=url)
+        print("ollama:", "".join(p.message.content or "" for p in cl.chat(
+            model="llama3.2", messages=[{"role": "user", "content": "Why is the sky blue? One sentence."}], stream=True)))
+
+    _record_one("ollama-chat.tape", "ollama-chat",
+                {"/api/chat": ollama_handle}, ollama_send)
+
+    # A tool call whose arguments come in fragments cut anywhere (as OpenAI sends them).
+    frags = ['{"', 'city', '":"', 'Par', 'is', '","', 'unit', '":"c', 'elsius', '"}']
+    first = {"index": 0, "id": "call_8Yx2", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    tool = [sse(_chat({"role": "assistant", "content": None, "tool_calls": [first]}))]
+    tool += [sse(_chat({"tool_calls": [{"index": 0, "function": {"arguments": f}}]})) for f in frags]
+    tool += [sse(_chat({}, "tool_calls")), DONE]
+
+    def tool_send(url: str) -> None:
+        oa = openai.OpenAI(base_url=url + "/v1", api_key=key)
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}}}}]
+        s = oa.chat.completions.create(model="example-model", messages=msgs, tools=tools, stream=True)
+        args = "".join((c.choices[0].delta.tool_calls or [None])[0].function.arguments or ""  # type: ignore[union-attr]
+                       for c in s if c.choices and c.choices[0].delta.tool_calls)
+        print("tool call:", args)
+
+    _record_one("tool-call.tape", "tool-call",
+                {"/v1/chat/completions": _sse_handler(tool, 0.02)}, tool_send)
+
+    # A reasoning stream: delta.reasoning_content first (DeepSeek, vLLM, llama.cpp --reasoning-format),
+    # then the answer in delta.content, then the usage with its reasoning tokens.
+    thinking = ["The user", " asks 9.11", " vs 9.9.", " 9.9 = 9.90,", " and 90 > 11."]
+    answer = ["9.9", " is", " larger."]
+    reason = [sse(_chat({"role": "assistant", "content": None, "reasoning_content": ""}))]
+    reason += [sse(_chat({"reasoning_content": t})) for t in thinking]
+    reason += [sse(_chat({"content": a})) for a in answer]
+    reason += [sse(_chat({}, "stop")),
+               sse({**_chat({}), "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 31, "total_tokens": 43,
+                    "completion_tokens_details": {"reasoning_tokens": 23}}}), DONE]
+
+    def reason_send(url: str) -> None:
+        with httpx.stream("POST", url + "/v1/chat/completions", timeout=30, json={
+                "model": "example-reasoner", "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "Which is larger, 9.11 or 9.9?"}]}) as r:
+            print("reasoning:", r.status_code, sum(len(b) for b in r.iter_raw()), "bytes")
+
+    _record_one("reasoning.tape", "reasoning",
+                {"/v1/chat/completions": _sse_handler(reason, 0.02)}, reason_send)
+
+    # A mid-stream error: three tokens, then OpenAI's error event in the 200 stream, then the end.
+    err = [sse(_chat({"role": "assistant", "content": ""}))]
+    err += [sse(_chat({"content": w})) for w in ["The", " answer", " is"]]
+    err += [sse({"error": {"message": "The server had an error while processing your request. Sorry about that!",
+                           "type": "server_error", "param": None, "code": None}})]
+
+    def err_send(url: str) -> None:
+        oa = openai.OpenAI(base_url=url + "/v1", api_key=key)
+        try:
+            for _ in oa.chat.completions.create(model="example-model", messages=msgs, stream=True):
+                pass
+        except openai.APIError as e:
+            print("mid-stream error:", type(e).__name__, e)
+
+    _record_one("mid-stream-error.tape", "mid-stream-error",
+                {"/v1/chat/completions": _sse_handler(err, 0.03)}, err_send)
+
+    # A Realtime WebSocket session (the GA event names), from the Realtime upstream of the tests.
+    out = HERE / "realtime.tape"
+    out.unlink(missing_ok=True)
+    # The test client puts a (made-up) key in session.update: redacted like any credential field.
+    with realtime_upstream() as rt, recording(out, "--label", "source=tests/support/ws_upstream.py",
+                                              "--redact-field", "api_key",
+                                              upstream=f"http://127.0.0.1:{rt.port}") as rec:
+        print("realtime:", len(asyncio.run(realtime_turn(rec.url))), "server events")
+        rec.wait_lines(1)
+
+
+def vcr() -> None:
+    """``vcr-imported.tape``: a VCR.py cassette (vcrpy recording an httpx stream from a scripted
+    OpenAI server, kept as ``vcr-source.yaml``) imported with ``streamtape import``."""
+    import httpx
+    import vcr as vcrpy
+
+    from streamtape.cli import main
+
+    src = HERE / "vcr-source.yaml"
+    src.unlink(missing_ok=True)
+    events = [sse(_chat({"role": "assistant", "content": ""}))]
+    events += [sse(_chat({"content": w})) for w in ["Hello", " from", " a", " VCR.py", " cassette", " 日本"]]
+    events += [sse(_chat({}, "stop")), DONE]
+    body = {"model": "example-model", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    with (
+        ScriptedServer({"/v1/chat/completions": _sse_handler(events, 0.02)}) as up,
+        vcrpy.use_cassette(str(src), filter_headers=["authorization"]),
+        httpx.Client(timeout=30) as c,
+        c.stream("POST", up.url + "/v1/chat/completions", json=body,
+                 headers={"Authorization": "Bearer sk-example-not-a-secret"}) as r,
+    ):
+        print("vcr:", r.status_code, sum(len(b) for b in r.iter_raw()), "bytes")
+    out = HERE / "vcr-imported.tape"
+    out.unlink(missing_ok=True)
+    try:
+        main(["import", str(src), "-o", str(out)])
+    except SystemExit as e:
+        assert not e.code, e.code
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["test-server"]:
         test_server()
+    elif sys.argv[1:2] == ["max-tokens"] and len(sys.argv) == 3:
+        max_tokens(sys.argv[2])
+    elif sys.argv[1:2] == ["scripted"]:
+        scripted()
+        vcr()
     elif sys.argv[1:2] == ["llama"] and len(sys.argv) == 3:
         llama(sys.argv[2])
     elif sys.argv[1:2] == ["providers"]:

@@ -16,6 +16,11 @@ def ms(ns: int | None, digits: int = 1) -> str:
     return "-" if ns is None else f"{ns / 1e6:.{digits}f}"
 
 
+def printable(s: str) -> str:
+    """Text with control characters made visible (\\r, \\t kept readable)."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
+
+
 def human_bytes(n: int) -> str:
     if n < 1024:
         return f"{n} B"

@@ -21,7 +21,8 @@ from tests.support.diff_backends import record_each
 HAS_HTTPX2 = importlib.util.find_spec("httpx2") is not None
 NEEDS_HTTPX2 = (
     "needs httpx2, the HTTP client of the current openai and anthropic SDKs; the test extra leaves "
-    "them out on Python 3.11, whose mitmproxy 11 pins h11 < 0.15 while httpx2 needs h11 0.16"
+    "them out on Python 3.11, whose mitmproxy 11 pins h11 < 0.15 while httpx2 needs h11 0.16 "
+    "(to run it: a Python 3.12+ environment, python3.12 -m venv .venv && .venv/bin/pip install -e '.[test]')"
 )
 
 

@@ -220,8 +220,10 @@ def interaction_json(ix: Interaction, index: int) -> dict[str, object]:
               help="The MCP sessions, each one entry with its calls (--text: the results).")
 @click.option("--full", is_flag=True,
               help="With -i: every byte of each piece (on a terminal a piece is cut to the width).")
+@click.option("--html", "html_page", type=click.Path(dir_okay=False, writable=True), default=None, metavar="PAGE",
+              help="Write a self-contained HTML report of the cassette (with -i N: of that interaction) to PAGE.")
 def show(file: str, index: int | None, as_json: bool, show_events: bool, show_text: bool,
-         show_reasoning: bool, shape: str | None, show_mcp: bool, full: bool) -> None:
+         show_reasoning: bool, shape: str | None, show_mcp: bool, full: bool, html_page: str | None) -> None:
     """List a cassette's interactions, or print one interaction's stats and timeline (-i N).
 
     A WebSocket session (-i N) lists its messages (offset, gap, direction, size,
@@ -255,6 +257,9 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
         else:
             for line in mcp_text_lines(ixs) if show_text else mcp_lines(ixs):
                 click.echo(line)
+        return
+    if html_page is not None:
+        write_report(cas, html_page, index, shape)
         return
     if index is None:
         if as_json:
@@ -294,6 +299,22 @@ def show(file: str, index: int | None, as_json: bool, show_events: bool, show_te
     body = events_lines(analysis) if show_events else timeline_lines(ix, piece_width(full))
     for line in [*interaction_head(ix), *stats_lines(stats, analysis), "", *body]:
         click.echo(line)
+
+
+def write_report(cas: Cassette, path: str, index: int | None, shape: str | None) -> None:
+    """``show --html``: the page from :mod:`streamtape.render.report`, written to ``path``."""
+    from ..render.report import render_report
+
+    chosen = [pick(cas, index)] if index is not None else list(cas)
+    indices = [index] if index is not None else None
+    text = render_report(chosen, name=str(cas.path), indices=indices, shape=shape)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise OptionError(f"--html {path}: cannot write: {e.strerror or e}") from None
+    click.echo(f"wrote {path} ({len(chosen)} interaction{'' if len(chosen) == 1 else 's'}, "
+               f"{human_bytes(len(text.encode()))})", err=True)
 
 
 commands = [show]

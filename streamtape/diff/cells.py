@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from ..fmt import printable as printable  # its owner is fmt; kept here for the renderers
 from .model import Check, TimingUnit, WordOp
 
 FINISH_LABELS = {
@@ -64,11 +65,6 @@ def show(v: object) -> str:
     if isinstance(v, (dict, list)):
         return json.dumps(v, sort_keys=True, ensure_ascii=False)
     return str(v)
-
-
-def printable(s: str) -> str:
-    """Text with control characters made visible (\\r, \\t kept readable)."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
 
 
 def compact_words(words: Sequence[tuple[WordOp, str]], keep: int = 40) -> list[tuple[WordOp, str]]:

@@ -11,11 +11,13 @@ bytes shown in it can do nothing but be read.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ..render.common import HOVER_BYTES as HOVER_BYTES
+from ..render.common import TimeAxis, page
+from ..render.common import esc as _e
+from ..render.common import piece_text as piece_text
 from .cells import (
     FINISH_LABELS,
     compact_words,
@@ -27,9 +29,6 @@ from .cells import (
 )
 from .model import Category, Check, Meaning, Side, Status, TextDiff
 from .report import CassetteDiff, DiffReport, pair_summary
-
-HOVER_BYTES = 400
-"""How many bytes of a piece its hover text shows."""
 
 # SVG geometry (user units; the SVG scales to the page width).
 _W = 1200
@@ -44,14 +43,6 @@ _TICK_MIN = 3.0
 _COLORS = {"A": "#2563eb", "B": "#d97706"}
 
 _CSS = """
-:root { color-scheme: light; }
-* { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
-       margin: 0; background: #f5f6f8; color: #1f2328; }
-header.page { background: #1f2937; color: #f9fafb; padding: 18px 28px; }
-header.page h1 { margin: 0 0 4px; font-size: 20px; font-weight: 600; }
-header.page .sub { color: #cbd5e1; font-size: 13px; }
-main { padding: 18px 28px 40px; max-width: 1400px; }
 .verdict { display: inline-block; padding: 2px 10px; border-radius: 999px; font-weight: 600; font-size: 13px; }
 .v-same { background: #dcfce7; color: #166534; }
 .v-differs { background: #fee2e2; color: #991b1b; }
@@ -62,64 +53,35 @@ section.pair > h2 { font-size: 16px; margin: 0 0 8px; }
 .tag { font-weight: 700; padding: 0 7px; border-radius: 4px; color: #fff; }
 .tag-A { background: #2563eb; } .tag-B { background: #d97706; }
 .note { color: #92400e; font-size: 13px; }
-h3 { font-size: 14px; margin: 18px 0 6px; text-transform: uppercase; letter-spacing: .04em; color: #57606a; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { text-align: left; padding: 3px 12px 3px 0; vertical-align: top; border-bottom: 1px solid #eef0f3; }
-th { color: #57606a; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; padding-right: 18px; }
-td.val { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; max-width: 420px; overflow-wrap: anywhere; }
 tr.differs td { background: #fff7ed; }
 section.meaning tr.differs td { background: #fef2f2; }
-.s-same { color: #166534; } .s-differs { color: #b91c1c; font-weight: 600; } .s-info { color: #8c959f; }
 .s-ignored { color: #92400e; } .s-wire { color: #b45309; font-weight: 600; } .s-quiet { color: #c4c9cf; }
 table.grid { min-width: 560px; }
 .row { display: flex; gap: 28px; align-items: flex-start; flex-wrap: wrap; }
 .row > .col { flex: 1; min-width: 320px; }
 pre.words del { background: #fee2e2; color: #991b1b; text-decoration: line-through; }
 pre.words ins { background: #dcfce7; color: #166534; text-decoration: none; }
-.caption { font-size: 12px; color: #57606a; margin: 2px 0; }
 pre.diff { background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 10px; font-size: 12px;
            overflow-x: auto; max-height: 420px; margin: 6px 0; }
 pre.diff .del { color: #b91c1c; background: #fee2e2; display: block; }
 pre.diff .add { color: #166534; background: #dcfce7; display: block; }
 pre.diff .hunk { color: #0550ae; display: block; }
 pre.diff .file { font-weight: 700; display: block; }
-pre.text { white-space: pre-wrap; background: #f6f8fa; border: 1px solid #e1e4e8; border-radius: 6px; padding: 8px 10px;
-           font-size: 12px; max-height: 220px; overflow: auto; margin: 4px 0; }
 .timeline-wrap { margin: 8px 0 4px; }
 svg.timelines { width: 100%; height: auto; background: #fff; }
 svg .lane-bg { fill: #f6f8fa; }
-svg .lane-label { font: 600 13px system-ui, sans-serif; }
-svg .lane-sub { font: 11px system-ui, sans-serif; fill: #57606a; }
-svg .axis text { font: 11px system-ui, sans-serif; fill: #57606a; }
-svg .grid { stroke: #e5e7eb; stroke-width: 1; }
+svg .lane-label { font-weight: 600; font-size: 13px; }
+svg .lane-sub { font-size: 11px; fill: #57606a; }
 svg .tick { opacity: .85; }
 svg .tick:hover { opacity: 1; stroke: #111; stroke-width: 1; }
 svg .marker line { stroke-width: 2; stroke-dasharray: 5 3; }
-svg .marker-labels text { font: 600 11px system-ui, sans-serif; paint-order: stroke; stroke: #f6f8fa;
+svg .marker-labels text { font-weight: 600; font-size: 11px; paint-order: stroke; stroke: #f6f8fa;
                          stroke-width: 3px; stroke-linejoin: round; }
 svg .first-token line { stroke: #059669; } svg text.first-token { fill: #047857; }
 svg .finish line { stroke: #7c3aed; } svg text.finish { fill: #6d28d9; }
 svg .end line { stroke: #9ca3af; stroke-dasharray: 2 3; }
-.legend { font-size: 12px; color: #57606a; }
-.legend span { margin-right: 16px; }
 .unpaired li { font-family: ui-monospace, monospace; font-size: 13px; }
-footer { color: #8c959f; font-size: 12px; padding: 0 28px 24px; }
 """
-
-
-def _e(v: object) -> str:
-    return html.escape(str(v), quote=True)
-
-
-def piece_text(data: bytes, limit: int = HOVER_BYTES) -> str:
-    """A piece's bytes as readable text: UTF-8 where it decodes, ``\\xNN`` where not, control
-    characters escaped (``\\n``, ``\\r``), cut at ``limit`` bytes with a note."""
-    shown = data[:limit]
-    text = printable(shown.decode("utf-8", "backslashreplace"))
-    if len(data) > limit:
-        text += f" … ({len(data) - limit} more bytes)"
-    return text
 
 
 def _state_cell(state: Status, ignored: bool = False, note: str = "", quiet: bool = False) -> str:
@@ -143,23 +105,6 @@ def _same(same: bool) -> Status:
 # Timelines
 
 
-def _nice_step(span: float, target: int = 8) -> float:
-    raw = span / target
-    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-    for m in (1, 2, 2.5, 5, 10):
-        if raw <= m * mag:
-            return m * mag
-    return 10 * mag
-
-
-def _fmt_axis(ns: float, step: float) -> str:
-    if step >= 1e9 or ns >= 10e9:
-        digits = 0 if step >= 1e9 else 1
-        return f"{ns / 1e9:.{digits}f} s"
-    digits = 0 if step >= 1e6 else 1 if step >= 1e5 else 2
-    return f"{ns / 1e6:.{digits}f} ms"
-
-
 def _finish_ns(s: Side) -> int | None:
     f = s.analysis.finish
     return f.at_ns if f is not None else None
@@ -172,26 +117,9 @@ def _side_end(s: Side) -> int:
     return max(cands, default=0)
 
 
-@dataclass(frozen=True)
-class _Axis:
-    """The shared time axis: ``t_max`` nanoseconds span the plot, gridlines every ``step``."""
-
-    t_max: float
-    step: float
-
-    @classmethod
-    def of(cls, rep: DiffReport) -> _Axis:
-        span = max(max(_side_end(s) for s in (rep.a, rep.b)), 1_000)
-        step = _nice_step(span)
-        return cls(math.ceil(span / step) * step, step)
-
-    def x(self, ns: float) -> float:
-        return _LEFT + _PLOT_W * (ns / self.t_max)
-
-
 def timeline_svg(rep: DiffReport) -> str:
     """Both sides' pieces as ticks on one shared time axis."""
-    axis = _Axis.of(rep)
+    axis = TimeAxis.spanning(max(_side_end(s) for s in (rep.a, rep.b)), _LEFT, _PLOT_W)
     height = _TOP + 2 * _LANE_H + _LANE_GAP + _AXIS_H
     sides = (("A", rep.a), ("B", rep.b))
     max_size = max((len(c.data) for _, s in sides for c in s.interaction.pieces), default=1) or 1
@@ -200,33 +128,14 @@ def timeline_svg(rep: DiffReport) -> str:
         f'role="img" aria-label="piece timelines of A and B on a shared time axis" '
         f'data-t-max-ns="{int(axis.t_max)}" data-plot-x="{_LEFT}" data-plot-width="{_PLOT_W}">'
     ]
-    out.extend(_axis_svg(axis))
+    out.extend(axis.svg(_TOP - 8, _TOP + 2 * _LANE_H + _LANE_GAP + 6))
     for n, (tag, s) in enumerate(sides):
         out.extend(_lane_svg(tag, s, _TOP + n * (_LANE_H + _LANE_GAP), axis, max_size))
     out.append("</svg>")
     return "".join(out)
 
 
-def _axis_svg(axis: _Axis) -> list[str]:
-    """Gridlines across both lanes and their time labels below."""
-    axis_y = _TOP + 2 * _LANE_H + _LANE_GAP + 6
-    out = ['<g class="axis">']
-    n_steps = round(axis.t_max / axis.step)
-    for k in range(n_steps + 1):
-        t = k * axis.step
-        gx = axis.x(t)
-        out.append(
-            f'<line class="grid" x1="{gx:.1f}" y1="{_TOP - 8}" x2="{gx:.1f}" y2="{axis_y}"/>'
-        )
-        anchor = "start" if k == 0 else "end" if k == n_steps else "middle"
-        out.append(
-            f'<text x="{gx:.1f}" y="{axis_y + 15}" text-anchor="{anchor}">{_e(_fmt_axis(t, axis.step))}</text>'
-        )
-    out.append("</g>")
-    return out
-
-
-def _lane_svg(tag: str, s: Side, top: int, axis: _Axis, max_size: int) -> list[str]:
+def _lane_svg(tag: str, s: Side, top: int, axis: TimeAxis, max_size: int) -> list[str]:
     """One side's lane: its name and format, the markers, then one tick per piece."""
     base = top + _LANE_H
     color = _COLORS[tag]
@@ -256,7 +165,7 @@ def _lane_svg(tag: str, s: Side, top: int, axis: _Axis, max_size: int) -> list[s
     return out
 
 
-def _markers(tag: str, s: Side, top: int, axis: _Axis) -> tuple[list[str], list[str]]:
+def _markers(tag: str, s: Side, top: int, axis: TimeAxis) -> tuple[list[str], list[str]]:
     """Dashed lines at the first token, the finish and the end; their labels apart, to
     be drawn over the ticks."""
     base = top + _LANE_H
@@ -291,7 +200,7 @@ def _markers(tag: str, s: Side, top: int, axis: _Axis) -> tuple[list[str], list[
     return lines, labels
 
 
-def _ticks(tag: str, s: Side, base: int, axis: _Axis, max_size: int) -> list[str]:
+def _ticks(tag: str, s: Side, base: int, axis: TimeAxis, max_size: int) -> list[str]:
     """One bar per piece at its time, its height by the square root of its size."""
     out = []
     color = _COLORS[tag]
@@ -583,15 +492,5 @@ def render_html(
         + "".join(_pair(r, i) for i, r in enumerate(result.reports))
         + _unpaired(result)
     )
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{_e(title)}</title><style>{_CSS}{extra_css}</style></head><body>"
-        f'<header class="page"><h1>streamtape diff</h1><div class="sub">A = {_e(result.a)} &nbsp;·&nbsp; '
-        f"B = {_e(result.b)}</div></header>"
-        f"<main>{body}</main>"
-        "<footer>generated by streamtape; this page is self-contained (no scripts, no network)</footer>"
-        "</body></html>\n"
-    )
+    sub = f"A = {_e(result.a)} &nbsp;·&nbsp; B = {_e(result.b)}"
+    return page(title, "streamtape diff", sub, body, _CSS + extra_css)

@@ -19,11 +19,11 @@ page's Content-Security-Policy holds.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..render.common import esc as _e
 from .cells import fmt_ratio, fmt_value
 from .load_render import load_html
 from .model import Category, Metric, TimingUnit
@@ -46,7 +46,7 @@ section.summary td.why { color: #7f1d1d; font-size: 12px; max-width: 460px; }
 svg.plot { width: 420px; height: 300px; }
 svg.plot .frame { fill: #f6f8fa; }
 svg.plot .grid { stroke: #e5e7eb; stroke-width: 1; }
-svg.plot text { font: 11px system-ui, sans-serif; fill: #57606a; }
+svg.plot text { font-size: 11px; fill: #57606a; }
 svg.plot .diagonal { stroke: #9ca3af; stroke-dasharray: 4 3; }
 svg.plot circle.pt { fill: #7c3aed; fill-opacity: .75; stroke: #fff; stroke-width: 1; }
 svg.plot a:hover circle.pt { fill: #111827; }
@@ -54,10 +54,6 @@ svg.plot polyline { fill: none; stroke-width: 2; }
 svg.plot .mark { stroke-width: 1.5; stroke-dasharray: 3 3; }
 .legend-a { color: #2563eb; font-weight: 600; } .legend-b { color: #d97706; font-weight: 600; }
 """
-
-
-def _e(v: object) -> str:
-    return html.escape(str(v), quote=True)
 
 
 def _nice(top: float) -> float:

@@ -20,14 +20,11 @@ has no dialog); the code behind it is.
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.chromium import CHROMIUM
+from tests.support.chromium import DevToolsPipe
 
 _IMPORT = """(async () => {
   const HAR = await import('devtools://devtools/bundled/models/har/har.js');
@@ -49,63 +46,12 @@ _IMPORT = """(async () => {
 })()"""
 
 
-class _Pipe:
-    def __init__(self, profile: Path) -> None:
-        assert CHROMIUM
-        to_chrome_r, self._w = os.pipe()
-        self._r, from_chrome_w = os.pipe()
-
-        def fds() -> None:
-            os.dup2(to_chrome_r, 3)
-            os.dup2(from_chrome_w, 4)
-
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-             f"--user-data-dir={profile}", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-        self._buf = b""
-        self._id = 0
-
-    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-             timeout: float = 60) -> dict[str, Any]:
-        self._id += 1
-        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = session
-        os.write(self._w, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            while b"\0" in self._buf:
-                raw, self._buf = self._buf.split(b"\0", 1)
-                reply = json.loads(raw)
-                if reply.get("id") == self._id:
-                    if "error" in reply:
-                        raise RuntimeError(f"{method}: {reply['error']}")
-                    return dict(reply["result"])
-            ready, _, _ = select.select([self._r], [], [], 0.2)
-            if ready:
-                chunk = os.read(self._r, 1 << 20)
-                if not chunk:
-                    raise RuntimeError("chromium closed the DevTools pipe")
-                self._buf += chunk
-        raise TimeoutError(f"chromium did not answer {method} in {timeout} s")
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-        os.close(self._w)
-        os.close(self._r)
-
-
 def import_har(har_text: str, profile: Path) -> list[dict[str, Any]]:
     """What Chromium's devtools HAR importer makes of ``har_text``, one dict per request.
 
     Raises RuntimeError with the importer's message when it refuses the file.
     """
-    pipe = _Pipe(profile)
+    pipe = DevToolsPipe(profile)
     try:
         target = pipe.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]

@@ -44,7 +44,7 @@ try:  # what mitmproxy 12 installs (the standard library's own from Python 3.14)
 except ImportError:  # pragma: no cover - Python 3.11: mitmproxy 11 brings zstandard instead
     zstd = None
 
-needs_zstd = pytest.mark.skipif(zstd is None, reason="no backports.zstd to compress with here")
+needs_zstd = pytest.mark.skipif(zstd is None, reason="no backports.zstd to compress with here (pip install backports.zstd; mitmproxy 12, on Python 3.12+, brings it)")
 
 GAP = 0.01
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

@@ -173,10 +173,14 @@ def test_a_new_connections_tls_pause_is_stored_as_setup(recorded: Recorded) -> N
         s = f.ix.setup
         assert s is not None and s.new_connection
         assert s.tcp_ns is not None and s.tls_ns is not None and s.proxy_connect_ns is None
-        # The pause is the handshake's. mitmproxy's hooks read the clock a few ms either side
-        # of the server's pause when the machine is busy (78 ms of 80 seen beside a second suite).
-        assert s.tls_ns >= 0.75 * PAUSE * 1e9
+        # The whole pause is inside the wait: the upstream connection is opened after the
+        # proxy has the request and before it is handed over, whatever the machine's load.
+        assert s.wait_ns >= PAUSE * 1e9
         assert s.wait_ns >= s.tcp_ns + s.tls_ns
+        # And it is the handshake's mark. mitmproxy's hooks read the clock when its event
+        # loop gets to them, which on a busy machine is some ms into the server's pause (78
+        # of 80 ms seen beside a second suite): most of it, never the TCP connect's.
+        assert s.tls_ns >= 0.5 * PAUSE * 1e9 and s.tls_ns > s.tcp_ns
 
 
 def test_a_reused_connection_has_no_setup_marks(recorded: Recorded) -> None:
@@ -196,11 +200,26 @@ def test_no_offset_carries_the_connection_setup(recorded: Recorded, which: str) 
     assert statistics.median(s.median_lag for s in samples) < PAUSE * 1e9 / 2, [ms_list(s.lags) for s in samples]
 
 
+def cpu_share(seconds: float = 0.2) -> float:
+    """The share of a core a busy loop gets right now: about 1 on a quiet machine, a fifth
+    at a load average of 10 on 2 cores. The proxy's path is CPU work; at a share of s it
+    takes about 1/s times as long."""
+    cpu0, t0 = time.thread_time(), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+    return max((time.thread_time() - cpu0) / (time.perf_counter() - t0), 0.05)
+
+
 @pytest.mark.parametrize("which", ["fresh", "reused"])
 def test_offsets_agree_with_the_upstreams_write_times_within_the_proxys_path(recorded: Recorded, which: str) -> None:
     samples: list[Sample] = getattr(recorded, which)
     best = min(s.median_lag for s in samples)
-    assert best <= PROXY_PATH_NS, [ms_list(s.lags) for s in samples]
+    # The proxy's path at the share of a core the machine gives now (with half again for the
+    # share's own noise): 2 ms quiet; at a load average of 12-14 on 2 cores the best of five
+    # rounds lagged 4-10 ms. An offset taken at the wrong moment (the setup kept in, a piece
+    # timed at the next read) is off by a gap, 50 ms: the bound stays under a third of it.
+    bound = min(1.5 * PROXY_PATH_NS / cpu_share(), GAP * 1e9 / 3)
+    assert best <= bound, (bound, [ms_list(s.lags) for s in samples])
 
 
 def test_fresh_and_reused_connections_give_the_same_first_byte(recorded: Recorded) -> None:
