@@ -61,7 +61,8 @@ def test_profiles_profile_explains_each_item_in_the_words_of_the_syntax_help(cap
     lines = out.splitlines()
     assert code == 0 and lines[0] == "chunk=utf8-split;latency=scale:0.5;fault=keepalive:2;fault=cut:50%"
     assert lines[1:5] == [
-        "  chunk=utf8-split   recorded pieces, plus a cut inside every multi-byte UTF-8 character",
+        "  chunk=utf8-split   recorded pieces, plus a cut inside every multi-byte UTF-8 character"
+        " (an AWS event stream: inside its payloads, the messages as recorded)",
         "  latency=scale:0.5  recorded times multiplied by F",
         "  fault=keepalive:2  an SSE comment after every S seconds of silence (0: before every event)",
         "  fault=cut:50%      close before the body's end (see framing=) after P% / N bytes",
