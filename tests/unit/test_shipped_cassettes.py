@@ -26,5 +26,8 @@ def test_a_shipped_cassette_loads_is_small_and_is_described_with_its_re_record_c
     assert len(cas) >= 1 and not cas.warnings
     assert all(ix.outcome == Outcome.COMPLETE for ix in cas)
     assert path.stat().st_size < 32 * 1024
-    assert f"## `{path.name}`" in README or f"- `{path.name}`" in README, path.name
-    assert f"| `{path.name}` |" in README  # in the table at the top
+    # Described in a section of its own, an item of a list, or a row of a section's table
+    # (the hosted formats' table), beside its row in the table at the top.
+    rows = README.count(f"| `{path.name}` |")
+    assert f"## `{path.name}`" in README or f"- `{path.name}`" in README or rows >= 2, path.name
+    assert rows >= 1  # in the table at the top
