@@ -152,7 +152,10 @@ class JSONArrayParser:
         j = self._scan
         first = buf[self._elem : self._elem + 1]
         if first not in (b"{", b"[", b'"') and not self._in_str and self._depth == 0:
-            m = _SCALAR_END.search(buf, j)
+            # An element holds at least its first byte: a byte \s takes for space that the
+            # skip above does not (\x0b, \x0c) would otherwise end an empty element at
+            # once, and the parser would never move on (found by atheris).
+            m = _SCALAR_END.search(buf, max(j, self._elem + 1))
             if m is None:
                 self._scan = len(buf)
                 return None

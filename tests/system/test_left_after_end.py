@@ -126,7 +126,7 @@ def test_check_finds_nothing_in_a_stream_the_openai_sdk_left_after_done(
     assert code == 0, out
     (line, total) = out.splitlines()
     assert "  client_disconnected (Client disconnected.)  [openai-chat]  ok" in line
-    assert total == "0 findings in 1 interaction"
+    assert total.startswith("0 findings") and "in 1 interaction;" in total
     code, out, _ = run_main("check", "--json", tapes["left_after"], capsys=capsys)
     doc = json.loads(out)
     assert code == 0 and doc["findings"] == 0
@@ -163,7 +163,7 @@ def test_a_stream_the_openai_sdk_left_mid_answer_keeps_its_outcome_finding_and_d
     assert cut.response.body == b"".join(EVENTS[:3])
     code, out, _ = run_main("check", tapes["left_mid"], capsys=capsys)
     assert code == 1
-    assert "  outcome: outcome client_disconnected" in out and "  no-done:" in out
+    assert "  error: outcome: outcome client_disconnected" in out and "  error: no-done:" in out
     code, out, _ = run_main("diff", tapes["complete"], tapes["left_mid"], capsys=capsys)
     assert code == 1
     (row,) = [line for line in out.splitlines() if line.strip().startswith("outcome")]

@@ -154,7 +154,7 @@ def test_an_unmatched_request_on_a_relayed_connection_gets_what_the_addon_decide
         assert proxy.addon.stats["passthrough"] == 1
     else:
         assert r.status_code == 422
-        assert "closest is #0 POST /v1/chat/completions" in r.json()["error"]["message"]
+        assert "closest is chat.tape#0 POST /v1/chat/completions" in r.json()["error"]["message"]
         assert up.received == []
         assert proxy.addon.stats["refused"] == 1
     # Only the request that was passed on became a flow, with the URL the client asked for.

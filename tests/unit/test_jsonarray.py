@@ -73,3 +73,11 @@ def test_event_spans_of_an_array_are_its_elements_then_the_closing_bracket():
     spans = event_spans(body, "jsonarray")
     assert [body[s.start : s.end] for s in spans] == pieces
     assert [s.kind for s in spans][-1] == "done"
+
+
+def test_an_element_starting_with_a_vertical_tab_moves_the_parser_on() -> None:
+    # \x0b is white space to the scalar-end pattern (\s) but not to the skip between
+    # elements: the parser once looped for ever on it (atheris, seed 1).
+    elements = JSONArrayParser().feed(b"[1,\x0b,\x0c2,3]")
+    assert [e.raw for e in elements] == ["1", "\x0b", "\x0c2", "3"]
+    assert [e.valid for e in elements] == [True, False, False, True]  # JSON's white space has no \f
