@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from typing import TypedDict
 from urllib.parse import urlsplit
@@ -132,3 +133,14 @@ def jsonable(v: object) -> object:
     if isinstance(v, (set, frozenset)):
         return [jsonable(x) for x in sorted(v, key=str)]
     return v
+
+
+def failure_words(e: BaseException) -> str:
+    """A connection failure in a few words, from the OS error under it when there is one
+    (``connection refused``, not anyio's ``All connection attempts failed``)."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            return os.strerror(seen.errno).lower()
+        seen = seen.__cause__ or seen.__context__
+    return str(e) or type(e).__name__

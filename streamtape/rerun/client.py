@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import os
 import socket
 import ssl
 import time
@@ -48,19 +47,11 @@ import h11
 
 from ..capture.recorder import Recorder, UpstreamConnection
 from ..cassette.model import Interaction, Outcome, Request
+from ..fmt import failure_words
 from ..shadow.rewrite import ShadowRequest, stored_request
 
 Clock = Callable[[], int]
 
-
-def describe(e: BaseException) -> str:
-    """A connection failure in a few words, from the OS error under it when there is one."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno:
-            return os.strerror(seen.errno).lower()
-        seen = seen.__cause__ or seen.__context__
-    return str(e) or type(e).__name__
 
 
 @dataclass(frozen=True)
@@ -191,7 +182,7 @@ class Exchange:
 
     def broken(self, e: OSError) -> None:
         """The connection failed: before a response (refused, reset) or during one."""
-        self.fail(Outcome.UPSTREAM_CLOSED if self.responded else Outcome.UPSTREAM_ERROR, describe(e))
+        self.fail(Outcome.UPSTREAM_CLOSED if self.responded else Outcome.UPSTREAM_ERROR, failure_words(e))
 
     def finish(self, now_ns: int) -> Interaction | None:
         return self.recorder.finish(self.key, self.outcome, self.error, now_ns)
@@ -222,7 +213,7 @@ class _Protocol(asyncio.Protocol):
         if not self.ex.ended:
             self.ex.eof(self.clock())
             if exc is not None and not self.ex.responded:
-                self.ex.error = describe(exc)
+                self.ex.error = failure_words(exc)
         if not self.done.done():
             self.done.set_result(None)
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import threading
 import time
@@ -52,6 +51,7 @@ from ..capture.recorder import Recorder, Sink
 from ..capture.redaction import Redaction
 from ..cassette.model import Interaction, Outcome, Request
 from ..cassette.records import Record
+from ..fmt import failure_words
 from .chat_mapping import Unmappable
 from .labels import LABEL_BACKEND, LABEL_NOT_SENT, LABEL_PAIR, LABEL_ROLE, NotSent, Role
 from .rewrite import ShadowRequest, shadow_request, stored_request
@@ -108,16 +108,6 @@ class _Pair:
     def settled(self) -> bool:
         return self.state != "pending" and all(f.done for f in self.flights)
 
-
-def describe(e: BaseException) -> str:
-    """An httpx failure in a few words, from the OS error under it when there is one
-    (``connection refused``, not anyio's ``All connection attempts failed``)."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno:
-            return os.strerror(seen.errno).lower()
-        seen = seen.__cause__ or seen.__context__
-    return str(e) or type(e).__name__
 
 
 def _headers(raw: list[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
@@ -412,7 +402,7 @@ class ShadowSender:
             error = f"no complete answer within {self.plan.timeout_s:g} s (--shadow-timeout)"
         except httpx.HTTPError as e:
             outcome = Outcome.UPSTREAM_CLOSED if resp is not None else Outcome.UPSTREAM_ERROR
-            error = describe(e)
+            error = failure_words(e)
         except asyncio.CancelledError:
             self._end(pair, flight, Outcome.INTERRUPTED, "the recorder stopped before the shadow's response ended")
             raise
