@@ -334,9 +334,10 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
     # up by another's failure, or streams served one after another.
     assert p50 < 50 and p99 < 500
     # The last piece's lateness is mostly the one Python client's: beside a second test
-    # suite on these 2 cores its median was 366-544 ms (quiet: tens of ms). Served one
-    # after another, 1,000 streams of 1.5 s would be minutes late: 1 s still catches that.
-    assert statistics.median(ends) < 1000
+    # suite on these 2 cores its median was 366-544 ms, beside two (a CI run and a suite)
+    # 1,777 ms (quiet: tens of ms). Served one after another, 1,000 streams of 1.5 s would
+    # be 25 minutes late: 5 s still catches that.
+    assert statistics.median(ends) < 5000
     # Back where they were: every connection closed, and memory within 4 MiB of the start
     # (the request journal keeps a line per request: about 300 KiB for 1,000).
     assert sampler.fds >= fds0 + STREAMS // 2  # the streams were open at once
