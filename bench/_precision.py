@@ -15,8 +15,11 @@ p99 gap error <= 0.5 ms and duration error <= 0.3 ms.
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -95,25 +98,58 @@ def play(port: int, request: bytes, offsets: list[int], streams: int, plays: int
     return out
 
 
-def precision_section(tmp: Path, handful: int, plays: int) -> None:
-    from bench.replay import REQUEST, Server, make_tape
+def tape_for(tree: Path | None, path: Path) -> list[int]:
+    """The paced cassette, written by ``tree``'s own code when given (an older checkout reads
+    only its own format); the offsets are the same either way (same seed)."""
+    from bench.replay import make_tape
 
-    tape = tmp / "paced.tape"
-    offsets = make_tape(tape, 20, 20, 50, seed=19)
+    if tree is None:
+        return make_tape(path, 20, 20, 50, seed=19)
+    code = ("import sys; from pathlib import Path; from bench.replay import make_tape; "
+            f"print(make_tape(Path({str(path)!r}), 20, 20, 50, seed=19))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                         check=True, capture_output=True, text=True).stdout
+    return [int(x) for x in out.strip().strip("[]").split(",")]
+
+
+def precision_section(tmp: Path, handful: int, plays: int, rounds: int = 3,
+                      compare_tree: Path | None = None) -> None:
+    """``rounds`` rounds; in each, every server (streamtape, the ``compare_tree`` checkout's
+    streamtape, the asyncio baseline) at 1 and ``handful`` streams, in turn (alternating, so a
+    change in the machine's load falls on all of them). Prints each round's figures, then per
+    row the median of the rounds with their range."""
+    from bench.replay import REQUEST, Server
+
+    servers: list[tuple[str, str, Path | None]] = [("streamtape", "streamtape", None)]
+    if compare_tree is not None:
+        servers.append((f"{compare_tree.name}", "streamtape", compare_tree))
+    servers.append(("asyncio", "asyncio", None))
+    tapes: dict[Path | None, Path] = {}
+    offsets: list[int] = []
+    for _, _, tree in servers:
+        if tree not in tapes:
+            tapes[tree] = tmp / f"paced-{len(tapes)}.tape"
+            offsets = tape_for(tree, tapes[tree])
     print(f"9. precision of a few paced streams (20 pieces, gaps 20-50 ms), timed from recv() on "
-          f"threads; {plays} plays each; CPU {cpu_model()}", flush=True)
-    print(f"   {'':<22}{'gap med':>9}{'gap p99':>9}{'dur med':>9}{'dur max':>9}  (ms)", flush=True)
-    for n in (1, handful):
-        p99s: dict[str, float] = {}
-        for kind in ("streamtape", "asyncio"):
-            with Server(kind, tape, "faithful") as srv:
-                recv_arrivals(srv.port, REQUEST)  # warm up
-                r = play(srv.port, REQUEST, offsets, n, plays)
-            p99s[kind] = pct(r.gap_errors, 99)
-            print(f"   {kind + f', {n} stream' + ('s' if n > 1 else ''):<22}"
-                  f"{statistics.median(r.gap_errors):>9.3f}{p99s[kind]:>9.3f}"
-                  f"{statistics.median(r.duration_errors):>9.3f}{max(r.duration_errors):>9.3f}"
-                  + (f"  incomplete {r.incomplete}" if r.incomplete else ""), flush=True)
-        print(f"   p99 gap error, streamtape / asyncio at {n}: "
-              f"{p99s['streamtape'] / max(p99s['asyncio'], 1e-9):.2f}x", flush=True)
-    print("   targets: 1 stream p99 gap error <= 0.5 ms, duration error <= 0.3 ms\n", flush=True)
+          f"threads; {plays} plays each, {rounds} rounds; CPU {cpu_model()}", flush=True)
+    print(f"   {'':<26}{'gap med':>9}{'gap p99':>9}{'dur med':>9}{'dur max':>9}  (ms)", flush=True)
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
+    for r in range(rounds):
+        for n in (1, handful):
+            for name, kind, tree in servers:
+                with Server(kind, tapes[tree], "faithful", tree=tree) as srv:
+                    recv_arrivals(srv.port, REQUEST)  # warm up
+                    got = play(srv.port, REQUEST, offsets, n, plays)
+                label = f"{name}, {n} stream" + ("s" if n > 1 else "")
+                fig = (statistics.median(got.gap_errors), pct(got.gap_errors, 99),
+                       statistics.median(got.duration_errors), max(got.duration_errors))
+                rows.setdefault(label, []).append(fig)
+                print(f"   round {r + 1}: {label:<17}" + "".join(f"{v:>9.3f}" for v in fig)
+                      + (f"  incomplete {got.incomplete}" if got.incomplete else ""), flush=True)
+    print(f"   median of {rounds} rounds [range]:", flush=True)
+    for label, figs in rows.items():
+        cols = list(zip(*figs, strict=True))
+        print(f"   {label:<26}" + "  ".join(
+            f"{statistics.median(c):.3f} [{min(c):.3f}-{max(c):.3f}]" for c in cols), flush=True)
+    print("   columns: gap med, gap p99, dur med, dur max; "
+          "targets: 1 stream p99 gap error <= 0.5 ms, duration error <= 0.3 ms\n", flush=True)

@@ -482,7 +482,8 @@ async def bench(args: argparse.Namespace) -> None:
     if 8 in args.sections:
         await three_runs_section(args, tape, offsets)
     if 9 in args.sections:
-        await asyncio.to_thread(precision_section, tmp, args.handful, args.plays)
+        await asyncio.to_thread(precision_section, tmp, args.handful, args.plays, args.rounds,
+                                args.compare_tree)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on this machine "
           "competes for the CPUs and shows up as timing error)", flush=True)
 
@@ -741,7 +742,7 @@ def main() -> None:
     ap.add_argument("--three-runs", type=int, default=1000, metavar="N",
                     help="streams of section 8 (three runs in a row)")
     ap.add_argument("--compare-tree", type=Path, metavar="DIR",
-                    help="sections 5, 7 and 8 also for the server of another checkout (a figure "
+                    help="sections 5, 7, 8 and 9 also for the server of another checkout (a figure "
                          "before a change, measured beside the one after it)")
     ap.add_argument("--fifo", action="store_true",
                     help="run the client and servers at SCHED_FIFO priority 1 (root): "
@@ -750,6 +751,8 @@ def main() -> None:
                     default={1, 2, 3, 4, 5, 6, 7, 8, 9}, help="which figures, e.g. 1,3")
     ap.add_argument("--handful", type=int, default=4, help="section 9's concurrent streams")
     ap.add_argument("--plays", type=int, default=10, help="section 9's plays per server and count")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="section 9's rounds (median of them printed with the range)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--tape", help=argparse.SUPPRESS)
     ap.add_argument("--profile", default="faithful", help=argparse.SUPPRESS)

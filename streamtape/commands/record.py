@@ -221,6 +221,15 @@ class _Run:
         """Pairs whose primary line is out."""
         self.addon = RecordAddon(on_saved=self.saved, on_error=self.failed, shadow=self.sender,
                                  on_credential=self.credential, on_lost=self.not_saved)
+        from ..serve.collector import QuietCollector
+
+        # mitmproxy keeps dozens of objects per flow: a full collection while a response
+        # streams stops the loop that stamps its pieces (the replay server's reason too).
+        self.collector = QuietCollector(self._recording)
+
+    def _recording(self) -> bool:
+        rec = self.addon.recorder
+        return rec is not None and rec.in_flight > 0
 
     # -- the addon's callbacks -----------------------------------------------------
 
@@ -297,6 +306,7 @@ class _Run:
     def running(self, addrs: list[tuple[str, int]]) -> None:
         if self.failures:
             return
+        self.collector.start()
         where = ", ".join(f"{h}:{p}" for h, p in addrs)
         target = f"-> {self.upstream}" if self.upstream else "(regular HTTP(S) proxy)"
         click.echo(f"streamtape: recording on {where} {target}, appending to {self.out}", err=True)
@@ -307,6 +317,7 @@ class _Run:
 
     def stopped(self) -> None:
         """After the proxy: the option error, or the totals (exit status 1 if recordings were lost)."""
+        self.collector.stop()
         if self.failures:
             raise OptionError(self.failures[0])
         self.flush_pairs()

@@ -100,6 +100,10 @@ def _span_ns(start: float | None, end: float | None) -> int | None:
     return None if start is None or end is None else max(0, round((end - start) * 1e9))
 
 
+HEAD_WORK_AFTER_S = 0.05
+"""The longest a recorded response head's work waits for its first piece (see responseheaders)."""
+
+
 @dataclass(slots=True)
 class _Connecting:
     """One upstream connection's setup as the hooks saw it (perf_counter_ns readings)."""
@@ -428,13 +432,26 @@ class RecordAddon(FailLoudly):
         key = flow.id
         self._sent(flow)  # before the first piece: t = 0 moves past the connection's setup
         self._pending_heads[key] = (flow, now)
-        asyncio.get_running_loop().call_soon(self._apply_head, key)
+        # The head's work waits until the first piece is stamped: an upstream that writes
+        # its first event with the head has it in the same read, and the work done first
+        # made that piece's time late by ~0.5 ms, which every later offset carried
+        # (bench/record_timing.py, one stream: offset error p50 1.23 -> 0.69 ms). A head
+        # whose first piece is slow to come is applied after HEAD_WORK_AFTER_S; the end
+        # of the response applies it in any case.
+        loop = asyncio.get_running_loop()
+        loop.call_later(HEAD_WORK_AFTER_S, self._apply_head, key)
         piece = rec.piece
         clock = time.perf_counter_ns
+        apply_head = self._apply_head
+        first = True
 
         def record(data: bytes) -> bytes:
+            nonlocal first
             if data:
                 piece(key, data, clock())
+                if first:
+                    first = False
+                    loop.call_soon(apply_head, key)
             return data
 
         resp.stream = record
