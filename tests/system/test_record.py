@@ -11,6 +11,7 @@ import ssl
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -326,6 +327,35 @@ def test_sigkill_leaves_every_finished_interaction_readable_and_marks_the_unfini
     assert [ix.outcome for ix in cas] == ["complete"] * 3 + ["interrupted"]
     assert all([c.data for c in ix.pieces] == TWENTY[:5] for ix in cas[:3])
     assert 4 <= len(cas[3].pieces) < 20
+
+
+def test_a_head_whose_first_piece_is_slow_reaches_the_file_before_any_piece(tmp_path: Path) -> None:
+    # The head's work waits for the first piece (so that piece is stamped first), but not
+    # for long: a recorder killed while the upstream thinks keeps the response's head.
+    from tests.support.servers import SSE_HEADERS, Conn, Received
+
+    def thinking(req: Received, c: Conn) -> None:
+        c.head(200, SSE_HEADERS)
+        time.sleep(30)
+
+    with ScriptedServer({"/think": thinking}) as up:  # type: ignore[dict-item]
+        out = tmp_path / "h.tape"
+        with recording(out, upstream=up.url) as rec, httpx.Client(timeout=10) as c, \
+                c.stream("GET", rec.url + "/think") as r:
+            assert r.status_code == 200
+
+            def head_in() -> bool:
+                cas = on_disk(out)
+                return cas is not None and len(cas) == 1 and cas[0].response is not None
+
+            wait_until(head_in, timeout=20)
+            rec.proc.kill()
+            rec.proc.wait()
+    (ix,) = streamtape.load(out)
+    assert ix.outcome == "interrupted"
+    assert ix.response is not None and ix.response.status == 200
+    assert ix.response.content_type == "text/event-stream"
+    assert ix.pieces == ()
 
 
 def test_mitmdump_with_the_addon_script_records(tmp_path: Path) -> None:
