@@ -132,7 +132,7 @@ def precision_section(tmp: Path, handful: int, plays: int, rounds: int = 3,
             offsets = tape_for(tree, tapes[tree])
     print(f"9. precision of a few paced streams (20 pieces, gaps 20-50 ms), timed from recv() on "
           f"threads; {plays} plays each, {rounds} rounds; CPU {cpu_model()}", flush=True)
-    print(f"   {'':<26}{'gap med':>9}{'gap p99':>9}{'dur med':>9}{'dur max':>9}  (ms)", flush=True)
+    print(f"   {'':<31}{'gap med':>9}{'gap p99':>9}{'dur med':>9}{'dur max':>9}  (ms)", flush=True)
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     for r in range(rounds):
         for n in (1, handful):
@@ -144,7 +144,7 @@ def precision_section(tmp: Path, handful: int, plays: int, rounds: int = 3,
                 fig = (statistics.median(got.gap_errors), pct(got.gap_errors, 99),
                        statistics.median(got.duration_errors), max(got.duration_errors))
                 rows.setdefault(label, []).append(fig)
-                print(f"   round {r + 1}: {label:<17}" + "".join(f"{v:>9.3f}" for v in fig)
+                print(f"   round {r + 1}: {label:<22}" + "".join(f"{v:>9.3f}" for v in fig)
                       + (f"  incomplete {got.incomplete}" if got.incomplete else ""), flush=True)
     print(f"   median of {rounds} rounds [range]:", flush=True)
     for label, figs in rows.items():
