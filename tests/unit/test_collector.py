@@ -26,6 +26,7 @@ def test_no_full_collection_while_busy_and_one_once_idle() -> None:
         c = QuietCollector(lambda: busy[0], poll_s=0.02, max_interval_s=60)
         c.start()
         frozen_threshold = gc.get_threshold()[2]
+        assert gc.get_threshold()[1] == 1  # the middle generation goes with every young one
         _garbage_in_the_oldest_generation()
         await asyncio.sleep(0.2)
         while_busy = c.collections
@@ -43,6 +44,7 @@ def test_no_full_collection_while_busy_and_one_once_idle() -> None:
     assert while_busy == 0
     assert idle >= 1
     assert restored == before[2]
+    assert gc.get_threshold() == before
 
 
 def test_an_overdue_full_collection_runs_even_under_uninterrupted_load() -> None:
