@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TypedDict
 from urllib.parse import urlsplit
 
-from .cassette.model import Interaction, Outcome
+from .cassette.model import Interaction, Outcome, Setup
 from .cassette.reader import Cassette
 
 
@@ -144,3 +145,50 @@ def failure_words(e: BaseException) -> str:
             return os.strerror(seen.errno).lower()
         seen = seen.__cause__ or seen.__context__
     return str(e) or type(e).__name__
+
+
+@dataclass(frozen=True)
+class HeadStyle:
+    """How :func:`interaction_head` writes: ``show``'s terminal lines or the HTML page's
+    paragraphs (:mod:`streamtape.render.report`). The words and their order are the
+    function's; a style says only how a line, a recorded value, a time, the outcome and
+    the setup marks are put."""
+
+    line: Callable[[str], str]
+    """One line as written (as it is, or in a ``<p class="head">``)."""
+    text: Callable[[object], str]
+    """A recorded value as text (``str``, or escaped as HTML)."""
+    strong: Callable[[str], str]
+    """The method and the status, set off (bold on the page)."""
+    sep: str
+    """Between a line's parts."""
+    ms: Callable[[int | None], str]
+    """A time in nanoseconds, with its unit."""
+    outcome: Callable[[Interaction], str]
+    """The outcome, with the error when there is one."""
+    setup: Callable[[Setup], str]
+    """The whole setup line (the upstream connection's marks, which the offsets leave out)."""
+    setup_before_labels: bool = False
+
+
+def interaction_head(ix: Interaction, style: HeadStyle) -> list[str]:
+    """An interaction's head: the request line, the response's status, content type,
+    framing and headers time (or "no response"), the outcome and the end, the labels and
+    the setup marks; one line each, written in ``style``."""
+    t, b = style.text, style.strong
+    req, r = ix.request, ix.response
+    lines = [style.line(f"{b(t(req.method))} {t(req.url)} {t(req.http_version)}")]
+    if r is None:
+        lines.append(style.line("no response"))
+    else:
+        parts = [
+            f"{t(r.http_version)} {b(t(r.status))} {t(r.reason)}",
+            t(r.content_type or "(no content type)"),
+            t(r.framing),
+            f"headers at {style.ms(r.headers_at_ns)}",
+        ]
+        lines.append(style.line(style.sep.join(parts)))
+    lines.append(style.line(f"outcome: {style.outcome(ix)}{style.sep}ended at {style.ms(ix.end_ns)}"))
+    labels = [style.line("labels: " + t(", ".join(f"{k}={v}" for k, v in ix.labels.items())))] if ix.labels else []
+    setup = [style.setup(ix.setup)] if ix.setup is not None else []
+    return lines + (setup + labels if style.setup_before_labels else labels + setup)

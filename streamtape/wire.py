@@ -180,6 +180,11 @@ NOT_FORWARDED = HOP_BY_HOP | FRAMING_HEADERS
 headers and its body's framing, which the next hop writes for its own connection and
 the body it sends (:func:`end_to_end`)."""
 
+TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP token (RFC 9110 5.6.2): methods and header names (match it whole, with
+``fullmatch``). The replay server's request parser and the ``--header`` /
+``--shadow-header`` options read names by it."""
+
 LAST_CHUNK = b"0\r\n\r\n"
 """The zero-size chunk and the empty trailer section that end a chunked body."""
 

@@ -15,7 +15,8 @@ from ..capture.mcp import is_mcp_exchange
 from ..cassette.model import Interaction
 from ..cassette.reader import Cassette, load
 from ..errors import OptionError
-from ..fmt import human_bytes, ms, summary
+from ..fmt import HeadStyle, human_bytes, ms, summary
+from ..fmt import interaction_head as head_lines
 from ..shapes import SHAPES, analyze, check_shape
 from ..stats import compute
 from ._common import warn
@@ -121,22 +122,25 @@ def listing_json(cas: Cassette) -> Iterator[str]:
     yield "[]" if empty else "\n]"
 
 
+def _outcome_text(ix: Interaction) -> str:
+    return f"{ix.outcome}" + (f" ({ix.error})" if ix.error else "")
+
+
+_TEXT_HEAD = HeadStyle(
+    line=lambda s: s,
+    text=str,
+    strong=lambda s: s,
+    sep="  ",
+    ms=lambda ns: f"{ms(ns)} ms",
+    outcome=_outcome_text,
+    setup=setup_line,
+    setup_before_labels=True,
+)
+
+
 def interaction_head(ix: Interaction) -> list[str]:
-    r = ix.response
-    lines = [f"{ix.request.method} {ix.request.url} {ix.request.http_version}"]
-    if r is None:
-        lines.append("no response")
-    else:
-        lines.append(
-            f"{r.http_version} {r.status} {r.reason}  {r.content_type or '(no content type)'}  {r.framing}"
-            f"  headers at {ms(r.headers_at_ns)} ms"
-        )
-    lines.append(f"outcome: {ix.outcome}" + (f" ({ix.error})" if ix.error else "") + f"  ended at {ms(ix.end_ns)} ms")
-    if ix.setup is not None:
-        lines.append(setup_line(ix.setup))
-    if ix.labels:
-        lines.append("labels: " + ", ".join(f"{k}={v}" for k, v in ix.labels.items()))
-    return lines
+    """The head's lines for the terminal (:func:`streamtape.fmt.interaction_head`)."""
+    return head_lines(ix, _TEXT_HEAD)
 
 
 def timeline_lines(ix: Interaction, width: int | None = None) -> list[str]:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from ..cassette.model import Interaction, Outcome
+from ..cassette.model import Interaction, Outcome, Setup
 from ..diff.cells import fmt_value
-from ..fmt import human_bytes, path_of, printable
+from ..fmt import HeadStyle, human_bytes, interaction_head, path_of, printable
 from ..shapes import analyze
 from ..shapes.model import Analysis, Event
 from ..shapes.realtime import SessionAnalysis, analyze_session
@@ -147,31 +147,31 @@ def _overview(items: Sequence[tuple[int, Interaction, Analysis | SessionAnalysis
 # One interaction's head and figures
 
 
-def _head(ix: Interaction) -> list[str]:
-    r = ix.response
-    out = [f'<p class="head"><b>{esc(ix.request.method)}</b> {esc(ix.request.url)} {esc(ix.request.http_version)}</p>']
-    if r is None:
-        out.append('<p class="head">no response</p>')
+def _setup(s: Setup) -> str:
+    if s.new_connection:
+        marks = ", ".join(f"{k.replace('_', ' ')} {_ms(v)}" for k, v in s.marks.items())
+        what = f"new upstream connection: {marks}"
     else:
-        out.append(
-            f'<p class="head">{esc(r.http_version)} <b>{esc(r.status)}</b> {esc(r.reason)} · '
-            f"{esc(r.content_type or '(no content type)')} · {esc(r.framing)} · headers at {esc(_ms(r.headers_at_ns))}</p>"
-        )
-    out.append(f'<p class="head">outcome: {_outcome(ix)} · ended at {esc(_ms(ix.end_ns))}</p>')
-    if ix.labels:
-        out.append('<p class="head">labels: ' + esc(", ".join(f"{k}={v}" for k, v in ix.labels.items())) + "</p>")
-    if ix.setup is not None:
-        s = ix.setup
-        if s.new_connection:
-            marks = ", ".join(f"{k.replace('_', ' ')} {_ms(v)}" for k, v in s.marks.items())
-            what = f"new upstream connection: {marks}"
-        else:
-            what = "upstream connection already open"
-        out.append(
-            f'<p class="head setup" data-wait-ns="{s.wait_ns}">setup (kept out of the offsets): {esc(what)}; '
-            f"sent {esc(_ms(s.wait_ns))} after the proxy had the request</p>"
-        )
-    return out
+        what = "upstream connection already open"
+    return (
+        f'<p class="head setup" data-wait-ns="{s.wait_ns}">setup (kept out of the offsets): {esc(what)}; '
+        f"sent {esc(_ms(s.wait_ns))} after the proxy had the request</p>"
+    )
+
+
+_HTML_HEAD = HeadStyle(
+    line=lambda s: f'<p class="head">{s}</p>',
+    text=esc,
+    strong=lambda s: f"<b>{s}</b>",
+    sep=" · ",
+    ms=lambda ns: esc(_ms(ns)),
+    outcome=_outcome,
+    setup=_setup,
+)
+
+
+def _head(ix: Interaction) -> list[str]:
+    return interaction_head(ix, _HTML_HEAD)
 
 
 def _headers(ix: Interaction) -> list[str]:

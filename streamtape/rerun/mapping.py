@@ -20,7 +20,6 @@ sends none), or it is refused before anything is sent
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
@@ -28,9 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 from ..cassette.model import REDACTED, Request
 from ..errors import OptionError, RedactedValueError
 from ..shadow.rewrite import CREDENTIAL_QUERY, ShadowRequest, shadow_request
-from ..shadow.targets import PathMap, ShadowTarget
-
-_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+from ..shadow.targets import PathMap, ShadowTarget, backend_url
+from ..wire import TOKEN
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def parse_map(headers: Sequence[str] = (), model: str | None = None, paths: Sequ
     for item in headers:
         name, eq, value = item.partition("=")
         name = name.strip()
-        if not eq or not _HEADER_NAME.match(name):
+        if not eq or not TOKEN.fullmatch(name):
             raise OptionError(f"--header {item!r}: expected NAME=VALUE (NAME= sends no such header)")
         parsed.append((name, value))
     maps: list[PathMap] = []
@@ -64,25 +62,8 @@ def parse_map(headers: Sequence[str] = (), model: str | None = None, paths: Sequ
 
 def build_target(upstream: str, name: str, request_map: RequestMap) -> ShadowTarget:
     """The new backend as the shadow rewrite knows one."""
-    url = upstream if "://" in upstream else f"http://{upstream}"
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OptionError(f"--upstream {upstream!r}: expected an http:// or https:// URL (or HOST:PORT)")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise OptionError(f"--upstream {upstream!r}: bad port") from None
-    if parts.query or parts.fragment:
-        raise OptionError(f"--upstream {upstream!r}: takes no query or fragment")
-    return ShadowTarget(
-        url=url,
-        origin=f"{parts.scheme}://{parts.netloc}",
-        prefix=parts.path.rstrip("/"),
-        name=name,
-        headers=request_map.headers,
-        model=request_map.model,
-        paths=request_map.paths,
-    )
+    url = backend_url("--upstream", upstream, no_query="takes no query or fragment")
+    return ShadowTarget.at(url, name, request_map.headers, request_map.model, request_map.paths)
 
 
 def redacted_value(target: ShadowTarget, request: Request) -> tuple[str, str] | None:

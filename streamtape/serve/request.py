@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..wire import chunk_size, header_value, keeps_alive
+from ..wire import TOKEN, chunk_size, header_value, keeps_alive
 
 __all__ = [
     "CLIENT_TIMEOUT_S",
@@ -71,8 +71,6 @@ to arrive once its first byte has, and the longest a client may leave the bytes 
 unread before its connection is dropped."""
 
 _TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a ClientHello
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-"""An HTTP token (RFC 9110 5.6.2): methods and header names."""
 _BAD_IN_HEAD = re.compile(r"[\r\n\x00]")
 _TARGET = re.compile(r"[\x21-\x7e\x80-\xff]+")
 """A request target: visible ASCII (RFC 9112 3.2), and raw non-ASCII bytes (a UTF-8 path
@@ -129,7 +127,7 @@ def parse_head(raw: bytes) -> HTTPRequest:
     """
     lines = raw.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
-    if (len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not _TARGET.fullmatch(parts[1])
+    if (len(parts) != 3 or not TOKEN.fullmatch(parts[0]) or not _TARGET.fullmatch(parts[1])
             or not _VERSION.fullmatch(parts[2]) or _BAD_IN_HEAD.search(lines[0])):
         raise BadRequest(f"bad request line {lines[0][:80]!r}")
     if parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
@@ -147,7 +145,7 @@ def parse_head(raw: bytes) -> HTTPRequest:
 def _field(line: str, what: str) -> tuple[str, str]:
     """One header (or trailer) line as a name and a value. Raises :class:`BadRequest`."""
     k, sep, v = line.partition(":")
-    if not sep or not _TOKEN.fullmatch(k) or _BAD_IN_HEAD.search(v):
+    if not sep or not TOKEN.fullmatch(k) or _BAD_IN_HEAD.search(v):
         # No colon, a space before it, an obsolete line fold (leading space), a bare CR or LF.
         raise BadRequest(f"bad {what} line {line[:80]!r}")
     return k, v.strip(" \t")

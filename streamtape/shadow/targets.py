@@ -12,20 +12,18 @@ backend's ``host:port`` as written in its URL (``api.openai.com``,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..errors import OptionError
+from ..wire import TOKEN
 from .chat_mapping import ChatApi, api_of_path
 
 DEFAULT_MAX_IN_FLIGHT = 16
 """Shadow requests in flight per shadow before more are skipped (and counted)."""
 DEFAULT_TIMEOUT_S = 300.0
 """How long one shadow request may take, from send to the end of its body."""
-
-_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 
 
 @dataclass(frozen=True)
@@ -66,6 +64,28 @@ class ShadowTarget:
     """``--shadow-model``: the JSON body's top-level ``model`` is replaced by this."""
     paths: tuple[PathMap, ...] = ()
 
+    @classmethod
+    def at(
+        cls,
+        url: str,
+        name: str,
+        headers: Sequence[tuple[str, str]] = (),
+        model: str | None = None,
+        paths: Sequence[PathMap] = (),
+    ) -> ShadowTarget:
+        """The target for a checked URL (:func:`backend_url`): its origin and path prefix
+        taken from it. The shadow plan and the rerun's backend are both built here."""
+        parts = urlsplit(url)
+        return cls(
+            url=url,
+            origin=f"{parts.scheme}://{parts.netloc}",
+            prefix=parts.path.rstrip("/"),
+            name=name,
+            headers=tuple(headers),
+            model=model,
+            paths=tuple(paths),
+        )
+
     def path_map(self, path: str) -> PathMap | None:
         return next((m for m in self.paths if m.source == path), None)
 
@@ -101,7 +121,10 @@ def _netloc(url: str) -> str:
     return urlsplit(url).netloc.rpartition("@")[2]
 
 
-def _check_url(option: str, url: str) -> str:
+def backend_url(option: str, url: str, *, no_query: str = "a shadow URL takes no query or fragment") -> str:
+    """A backend's URL as given to ``option`` (``http://`` put before a bare HOST:PORT);
+    :class:`OptionError` for another scheme, no host, a bad port, or a query or fragment
+    (``no_query`` is what the error says of that). The shadow's and the rerun's one check."""
     parts = urlsplit(_with_scheme(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise OptionError(f"{option} {url!r}: expected an http:// or https:// URL (or HOST:PORT)")
@@ -110,7 +133,7 @@ def _check_url(option: str, url: str) -> str:
     except ValueError:
         raise OptionError(f"{option} {url!r}: bad port") from None
     if parts.query or parts.fragment:
-        raise OptionError(f"{option} {url!r}: a shadow URL takes no query or fragment")
+        raise OptionError(f"{option} {url!r}: {no_query}")
     return _with_scheme(url)
 
 
@@ -187,8 +210,8 @@ def build_plan(
             if v
         ]
         raise OptionError(f"{extra[0] if extra else 'a shadow plan'} needs a --shadow to apply to")
-    shadow_backends = [_Backend(u, _refs(u)) for u in (_check_url("--shadow", s) for s in shadows)]
-    primary = _Backend(_check_url("--upstream", upstream), _refs(_check_url("--upstream", upstream))) if upstream else None
+    shadow_backends = [_Backend(u, _refs(u)) for u in (backend_url("--shadow", s) for s in shadows)]
+    primary = _Backend(backend_url("--upstream", upstream), _refs(backend_url("--upstream", upstream))) if upstream else None
     everyone = ([primary] if primary else []) + shadow_backends
     host_names: dict[str, str] = {}
     for item in label_backends:
@@ -206,7 +229,7 @@ def build_plan(
     for item in headers:
         ref, rest = _split_ref("--shadow-header", item, ":")
         hname, _, value = rest.partition("=")
-        if not _HEADER_NAME.match(hname):
+        if not TOKEN.fullmatch(hname):
             raise OptionError(f"--shadow-header {item!r}: {hname!r} is not a header name")
         _find(shadow_backends, ref, "--shadow-header", item).headers.append((hname, value))
     for item in models:
@@ -218,22 +241,11 @@ def build_plan(
         if not source.startswith("/") or not target.startswith("/"):
             raise OptionError(f"--shadow-path {item!r}: expected BACKEND:/FROM=/TO (two paths)")
         _find(shadow_backends, ref, "--shadow-path", item).paths.append(PathMap(source, target))
-    targets = []
-    for b in shadow_backends:
-        parts = urlsplit(b.url)
-        targets.append(
-            ShadowTarget(
-                url=b.url,
-                origin=f"{parts.scheme}://{parts.netloc}",
-                prefix=parts.path.rstrip("/"),
-                name=b.name or _netloc(b.url),
-                headers=tuple(b.headers),
-                model=b.model,
-                paths=tuple(b.paths),
-            )
-        )
+    targets = tuple(
+        ShadowTarget.at(b.url, b.name or _netloc(b.url), b.headers, b.model, b.paths) for b in shadow_backends
+    )
     return ShadowPlan(
-        targets=tuple(targets),
+        targets=targets,
         primary_name=primary.name if primary else None,
         host_names=host_names,
         max_in_flight=max_in_flight,

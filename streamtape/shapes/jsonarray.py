@@ -22,13 +22,11 @@ consecutive elements cover the stream without gaps.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-_loads = json.loads
+from .ndjson import NDJSONLine, json_line
+
 _STRUCT = re.compile(rb'[{}\[\]"]')
 _IN_STRING = re.compile(rb'["\\]')
 _SCALAR_END = re.compile(rb"[,\]\s]")
@@ -36,14 +34,10 @@ _WS = b" \t\r\n"
 BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
-class JSONElement:
-    raw: str
-    value: Any = None
-    valid: bool = True
-    at_ns: int = 0
-    start: int = 0
-    end: int = 0
+JSONElement = NDJSONLine
+"""An array element: the same value as an NDJSON line (its text, its value or
+``valid=False``, when it came, its byte range; ``terminated`` is always True), kept
+under this name for the public API."""
 
 
 class JSONArrayParser:
@@ -126,14 +120,8 @@ class JSONArrayParser:
             end_at = self._scan_element(buf)
             if end_at is None:
                 break
-            raw_b = buf[self._elem : end_at]
-            raw = raw_b.decode("utf-8", "replace")
-            start = self._span_start
             stop = self._offset + end_at
-            try:
-                out.append(JSONElement(raw, _loads(raw), True, at_ns, start, stop))
-            except (ValueError, RecursionError):
-                out.append(JSONElement(raw, None, False, at_ns, start, stop))
+            out.append(json_line(buf[self._elem : end_at], at_ns, self._span_start, stop))
             self._span_start = stop
             self._state = "between"
             i = end_at

@@ -20,6 +20,11 @@ _loads = json.loads
 
 @dataclass(frozen=True, slots=True)
 class NDJSONLine:
+    """One JSON value read from a body: its text, its value (None with ``valid=False``
+    when the text does not parse), when its last byte came and its byte range. An NDJSON
+    line, and, as :class:`~streamtape.shapes.jsonarray.JSONElement` (the same type), an
+    element of a streamed JSON array (always ``terminated``)."""
+
     raw: str
     value: Any = None
     valid: bool = True
@@ -31,7 +36,9 @@ class NDJSONLine:
     """False for a last line that had no newline after it."""
 
 
-def _line(raw_b: bytes, at_ns: int, start: int, end: int, terminated: bool) -> NDJSONLine:
+def json_line(raw_b: bytes, at_ns: int, start: int, end: int, terminated: bool = True) -> NDJSONLine:
+    """The value read from ``raw_b`` (UTF-8, with replacement); ``valid=False`` when it
+    does not parse. The NDJSON parser's and the JSON array parser's one reader."""
     raw = raw_b.decode("utf-8", "replace")
     try:
         return NDJSONLine(raw, _loads(raw), True, at_ns, start, end, terminated)
@@ -74,7 +81,7 @@ class NDJSONParser:
                 self.line_endings.add("\n")
             if not line.strip():
                 continue
-            out.append(_line(line, at_ns, self._start, pos, True))
+            out.append(json_line(line, at_ns, self._start, pos, True))
             self._start = pos
         self._offset = pos
         return out
@@ -85,7 +92,7 @@ class NDJSONParser:
         if not buf.strip():
             return []
         end = self._offset + len(buf)
-        item = _line(buf.rstrip(b"\r"), self._at_ns, self._start, end, False)
+        item = json_line(buf.rstrip(b"\r"), self._at_ns, self._start, end, False)
         self._offset = self._start = end
         return [item]
 
