@@ -215,10 +215,14 @@ class _Run:
 
             self.sender = ShadowSender(plan, on_finished=self.shadow_finished, own_thread=own_thread)
         self._lines_lock = threading.Lock()
+        self._primaries: dict[str, str] = {}
+        """Primary lines waiting for their pair's shadow lines."""
         self._groups: dict[str, list[str]] = {}
-        """Shadow lines waiting for their pair's primary line."""
+        """Shadow lines waiting for their pair's primary line or its other shadows."""
+        self._timers: dict[str, threading.Timer] = {}
+        """Pairs whose primary line is in, and how long they wait for their shadows."""
         self._printed: set[str] = set()
-        """Pairs whose primary line is out."""
+        """Pairs whose primary line is out: a shadow line of theirs goes out at once."""
         self.addon = RecordAddon(on_saved=self.saved, on_error=self.failed, shadow=self.sender,
                                  on_credential=self.credential, on_lost=self.not_saved)
         from ..serve.collector import QuietCollector
@@ -250,11 +254,16 @@ class _Run:
     def shadow_finished(self, target: ShadowTarget, ix: Interaction) -> None:
         self._shadow_line(ix, f"  shadow {target.name}: {summary_line(ix)}")
 
-    # A pair's lines go out primary first, its shadows' after it: the primary's line
-    # comes from the writer thread once it is on disk, the shadows' from the sender's
-    # thread, in any order. A shadow line that comes first waits for its primary's and
-    # goes out with it; one that comes later (a slow shadow) goes out when it comes,
-    # so a hanging shadow holds nothing up.
+    # A pair's lines go out together, primary first, its shadows' after it. The
+    # primary's line comes from the writer thread once it is on disk, the shadows'
+    # from the sender's thread, in any order and at any time (a shadow may end
+    # before its primary, or after another pair has ended). So a pair's lines wait
+    # until all are in (one per shadow) and go out as one group, which another pair's
+    # lines never split. A shadow that hangs must hold nothing up for long: once its
+    # primary is in, a pair waits at most PAIR_WAIT_S, then goes out with the shadow
+    # lines it has, and a shadow line after that goes out when it comes.
+
+    PAIR_WAIT_S = 1.0
 
     def _pair_of(self, ix: Interaction) -> str | None:
         from ..shadow.labels import LABEL_PAIR  # late: shadows only
@@ -264,28 +273,56 @@ class _Run:
     def _primary_line(self, ix: Interaction, line: str) -> None:
         pair = self._pair_of(ix)
         with self._lines_lock:
-            waiting = self._groups.pop(pair, []) if pair is not None else []
-            click.echo(line)
-            for w in waiting:
-                click.echo(w)
-            if pair is not None:
-                self._printed.add(pair)
+            if pair is None:
+                click.echo(line)
+                return
+            self._primaries[pair] = line
+            if not self._print_if_whole(pair):
+                timer = threading.Timer(self.PAIR_WAIT_S, self._release, (pair,))
+                timer.daemon = True
+                self._timers[pair] = timer
+                timer.start()
 
     def _shadow_line(self, ix: Interaction, line: str) -> None:
         pair = self._pair_of(ix)
         with self._lines_lock:
             if pair is None or pair in self._printed:
-                click.echo(line)
-            else:
-                self._groups.setdefault(pair, []).append(line)
+                click.echo(line)  # its pair went out without it (it came late)
+                return
+            self._groups.setdefault(pair, []).append(line)
+            self._print_if_whole(pair)
+
+    def _print_if_whole(self, pair: str) -> bool:
+        """Under the lock: print ``pair``'s lines if its primary and every shadow are in."""
+        assert self.plan is not None
+        if pair not in self._primaries or len(self._groups.get(pair, [])) < len(self.plan.targets):
+            return False
+        self._print_pair(pair)
+        return True
+
+    def _print_pair(self, pair: str) -> None:
+        """Under the lock: print what ``pair`` has, its primary first."""
+        timer = self._timers.pop(pair, None)
+        if timer is not None:
+            timer.cancel()
+        primary = self._primaries.pop(pair, None)
+        for line in ([primary] if primary is not None else []) + self._groups.pop(pair, []):
+            click.echo(line)
+        if primary is not None:
+            self._printed.add(pair)
+
+    def _release(self, pair: str) -> None:
+        """The wait is over (a timer thread): the pair goes out with what it has."""
+        with self._lines_lock:
+            if pair in self._primaries:
+                self._print_pair(pair)
 
     def flush_pairs(self) -> None:
-        """At the end: shadow lines whose primary was never printed (it was not saved)."""
+        """At the end: the pairs still waiting, each pair's lines together (shadow lines
+        whose primary was not printed, as it was not saved, go out on their own)."""
         with self._lines_lock:
-            for lines in self._groups.values():
-                for line in lines:
-                    click.echo(line)
-            self._groups.clear()
+            for pair in list(dict.fromkeys([*self._primaries, *self._groups])):
+                self._print_pair(pair)
 
     def failed(self, message: str) -> None:
         message = naming_the_flag(message)  # the addon names the option; the user typed the flag
