@@ -231,7 +231,7 @@ def test_serve_strict_nulls_refuses_an_absent_field_for_a_recorded_null(tmp_path
 SHAPES = {"gemini-sse": "gemini", "gemini-crlf": "gemini", "gemini-array": "gemini",
           "bedrock-converse": "bedrock-converse", "bedrock-throttled": "bedrock-converse",
           "bedrock-invoke": "bedrock-invoke", "cohere-chat": "cohere", "mistral-chat": "openai-chat",
-          "azure-chat": "openai-chat"}
+          "azure-chat": "azure-openai"}
 FINISH = {"STOP": "stop", "end_turn": "stop", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop"}
 
 
