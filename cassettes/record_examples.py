@@ -2,7 +2,7 @@
 
     .venv/bin/python -m cassettes.record_examples test-server
     .venv/bin/python -m cassettes.record_examples llama URL   # a running ../shared/llama/serve.sh PORT slow
-    .venv/bin/python -m cassettes.record_examples providers  # the hosted formats' cassettes
+    .venv/bin/python -m cassettes.record_examples providers [FILE.tape...]  # the hosted formats' cassettes
     .venv/bin/python -m cassettes.record_examples max-tokens URL   # a running ../shared/llama/serve.sh PORT tiny
     .venv/bin/python -m cassettes.record_examples scripted    # the shapes no server here sends
 
@@ -110,17 +110,21 @@ PROVIDER_FILES = {
     "cohere.tape": ["cohere-chat"],
     "mistral.tape": ["mistral-chat"],
     "azure-openai.tape": ["azure-chat"],
+    "openai-assistants.tape": ["assistants-run"],
 }
 """Each hosted format's example cassette and the streams it holds."""
 
 
-def providers() -> None:
+def providers(only: list[str] | None = None) -> None:
+    """Each cassette of :data:`PROVIDER_FILES` (or only the files named)."""
     from tests.support import provider_sdks as sdks
     from tests.support import providers as scripted
 
     streams = scripted.streams()
     with scripted.upstream(gap=0.02) as up:
         for name, held in PROVIDER_FILES.items():
+            if only and name not in only:
+                continue
             out = HERE / name
             out.unlink(missing_ok=True)
             with recording(out, "--label", "source=tests/support/providers.py", upstream=up.url) as rec:
@@ -330,6 +334,6 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["llama"] and len(sys.argv) == 3:
         llama(sys.argv[2])
     elif sys.argv[1:2] == ["providers"]:
-        providers()
+        providers(sys.argv[2:])
     else:
         raise SystemExit(__doc__)

@@ -20,7 +20,7 @@ from ..shapes import Analysis, ShapeName, WireEvent, a2a, agui, analyze
 from .severity import Severity, severity_of
 
 # Shapes whose stream ends with a literal ``data: [DONE]``.
-DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
+DONE_SENTINEL: tuple[ShapeName, ...] = ("openai-chat", "azure-openai", "openai-completions")
 # The final marker each other format has.
 FINAL_MARKER: dict[ShapeName, str] = {
     "openai-responses": "response.completed",
@@ -49,7 +49,7 @@ END_OF_BODY: tuple[ShapeName, ...] = ("gemini",)
 finish is still expected; on the JSON array wire the closing ``]`` is the marker."""
 UNKNOWN: tuple[ShapeName, ...] = ("sse", "ndjson", "eventstream", "jsonarray")
 """The generic wires: a stream whose format is not known, whose meaning is not checked."""
-USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "openai-completions")
+USAGE_OPTIN: tuple[ShapeName, ...] = ("openai-chat", "azure-openai", "openai-completions")
 
 THINK_TAG = re.compile(r"</?think>")
 """Reasoning left in the answer: what a server without a reasoning parser sends

@@ -53,6 +53,7 @@ Normalizer = Callable[[Sequence[WireEvent]], list[Event]]
 
 NORMALIZERS: dict[ShapeName, Normalizer] = {
     "openai-chat": openai_chat.normalize,
+    "azure-openai": openai_chat.normalize,  # OpenAI chat plus content-filter results
     "openai-completions": openai_completions.normalize,
     "openai-responses": openai_responses.normalize,
     "ollama-chat": ollama.normalize,

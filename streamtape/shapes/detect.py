@@ -23,6 +23,7 @@ SHAPES: tuple[ShapeName, ...] = get_args(ShapeName)
 
 WIRE_OF_SHAPE: dict[ShapeName, Wire | None] = {
     "openai-chat": "sse",
+    "azure-openai": "sse",
     "openai-completions": "sse",
     "openai-responses": "sse",
     "ollama-chat": "ndjson",
@@ -122,6 +123,16 @@ def _choices_shape(choices: list[Any]) -> ShapeName | None:
     return None
 
 
+def _is_azure(v: dict[str, Any]) -> bool:
+    """Azure OpenAI's own marks on a chat chunk: ``prompt_filter_results`` (its first
+    chunk, with empty ``choices``) or ``content_filter_results`` on a choice."""
+    if "prompt_filter_results" in v:
+        return True
+    choices = v.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and "content_filter_results" in c for c in choices)
+
+
 def shape_of_value(v: Any, event: str = "message") -> ShapeName | None:
     """The format one decoded JSON event belongs to, or None when it does not tell.
 
@@ -195,6 +206,10 @@ _CONVERSE_EVENTS = frozenset((
 ))
 
 
+_AZURE_PATH = re.compile(r"/openai/deployments/[^/]+/chat/completions$")
+"""Azure OpenAI's deployment URL (``?api-version=`` follows it)."""
+
+
 def _shape_of_path(path: str) -> ShapeName | None:
     p = path.split("?")[0].rstrip("/")
     if p.endswith(":streamGenerateContent") or p.endswith(":generateContent"):
@@ -214,7 +229,7 @@ def _shape_of_path(path: str) -> ShapeName | None:
     if (p.endswith("/stream") and "/predictions/" in p) or p.startswith("/v1/streams/"):
         return "replicate"
     if p.endswith("/chat/completions"):
-        return "openai-chat"
+        return "azure-openai" if _AZURE_PATH.search(p) else "openai-chat"
     if p.endswith("/v1/completions"):
         return "openai-completions"
     if p.endswith("/responses"):
@@ -278,17 +293,25 @@ def detect_shape(ix: Interaction) -> ShapeName:
     ``object``/``type`` or characteristic fields); otherwise the request path
     (``/v1/chat/completions``, ``/api/chat``, ``/completion``, ``/generate_stream``...)
     if it fits the wire; otherwise the generic wire (``sse``, ``ndjson``, ``eventstream``,
-    ``jsonarray``), or ``raw``.
+    ``jsonarray``), or ``raw``. OpenAI chat is ``azure-openai`` when it comes from an
+    Azure deployment URL or carries Azure's content-filter results (its chunks are
+    otherwise OpenAI's, and so is their meaning: Azure's legacy completions carry the
+    same filter results and stay ``openai-completions``).
     """
     wire = wire_of(ix)
     if wire is None:
         return "raw"
     body = decoded_body(ix).data
-    for v, ev in _first_values(body[:65536], wire):
+    by_path = _shape_of_path(ix.request.path)
+    values = _first_values(body[:65536], wire)
+    for v, ev in values:
         s = "replicate" if ev == "output" and wire == "sse" else shape_of_value(v, ev)
+        if s == "openai-chat" and (by_path == "azure-openai"
+                                   or any(isinstance(w, dict) and _is_azure(w) for w, _ in values)):
+            return "azure-openai"
         if s is not None and fits(s, wire):
             return s
-    s = _shape_of_path(ix.request.path)
+    s = by_path
     if s is not None and fits(s, wire):
         return s
     return wire

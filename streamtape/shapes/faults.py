@@ -111,7 +111,7 @@ def error_event(shape: str, message: str, wire: str | None = None) -> bytes:
         return _j({"error": message}) + b"\n"
     if shape == "raw":
         return message.encode() + b"\n"
-    # openai-chat, openai-completions, llamacpp, sse
+    # openai-chat, azure-openai, openai-completions, llamacpp, sse
     err = {"code": 500, "message": message, "type": "server_error"}
     return b"data: " + _j({"error": err}) + b"\n\n"
 
@@ -135,7 +135,8 @@ def error_body(shape: str, status: int, message: str) -> tuple[str, bytes]:
     if shape == "anthropic":
         return ct, _j({"type": "error", "error": {"type": _anthropic_type(status),
                                                   "message": message}})
-    if shape in ("openai-chat", "openai-completions", "openai-responses", "openai-assistants"):
+    if shape in ("openai-chat", "azure-openai", "openai-completions", "openai-responses",
+                 "openai-assistants"):
         return ct, _j({"error": {"message": message, "type": _openai_type(status), "param": None,
                                  "code": None}})
     if shape == "llamacpp":

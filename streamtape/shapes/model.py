@@ -14,6 +14,7 @@ from ..errors import ShapeError as ShapeError  # its old import path
 
 ShapeName = Literal[
     "openai-chat",
+    "azure-openai",
     "openai-completions",
     "openai-responses",
     "ollama-chat",

@@ -23,6 +23,7 @@ and ``json``, as the REST docs show.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -39,8 +40,9 @@ AWS = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "wJalrXUtnFE
 COHERE_KEY = "co-test-key"
 MISTRAL_KEY = "mistral-test-key"
 AZURE_KEY = "azure-test-key"
+OPENAI_KEY = "sk-test-assistants-key"
 
-SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY)
+SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY, OPENAI_KEY)
 """What must never reach a cassette."""
 
 TOOLS_COHERE = [{"type": "function", "function": {
@@ -230,6 +232,28 @@ def azure_chat(t: Target) -> Answer:
     return ans
 
 
+def assistants_run(t: Target) -> Answer:
+    import openai
+
+    client = openai.OpenAI(base_url=f"{t.base}/v1", api_key=OPENAI_KEY, http_client=t.httpx2_client(),
+                           default_headers=t.headers, max_retries=0, timeout=30)
+    ans = Answer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the SDK marks Assistants deprecated
+        manager = client.beta.threads.runs.stream(thread_id=P.ASSISTANTS_THREAD,
+                                                  assistant_id=P.ASSISTANTS_ASSISTANT)
+    with manager as stream:
+        for event in stream:
+            data: Any = event.data
+            if event.event == "thread.message.delta":
+                for part in data.delta.content or ():
+                    if part.type == "text" and part.text is not None:
+                        ans.text += part.text.value or ""
+            elif event.event.startswith("thread.run.") and not event.event.startswith("thread.run.step"):
+                ans.finish = data.status
+    return ans
+
+
 CALLS = {
     "gemini-sse": lambda t: gemini(t, P.GEMINI_MODEL),
     "gemini-crlf": lambda t: gemini(t, P.VERTEX_MODEL),
@@ -240,13 +264,15 @@ CALLS = {
     "cohere-chat": cohere_chat,
     "mistral-chat": mistral_chat,
     "azure-chat": azure_chat,
+    "assistants-run": assistants_run,
 }
 """Each stream's SDK call, by stream name."""
 
-HTTPX_SDKS = ("gemini-sse", "gemini-crlf", "gemini-array", "cohere-chat", "mistral-chat", "azure-chat")
+HTTPX_SDKS = ("gemini-sse", "gemini-crlf", "gemini-array", "cohere-chat", "mistral-chat", "azure-chat",
+              "assistants-run")
 """The streams whose client talks through httpx or httpx2 (boto3 does not: botocore's urllib3)."""
 
-HTTPX2_STREAMS = ("gemini-sse", "gemini-crlf", "mistral-chat", "azure-chat")
+HTTPX2_STREAMS = ("gemini-sse", "gemini-crlf", "mistral-chat", "azure-chat", "assistants-run")
 """The streams whose SDK is built on httpx2 (installed on Python 3.12+ only)."""
 
 

@@ -18,7 +18,9 @@ assemble from it (written down here beside the bytes, not computed by streamtape
 - ``mistral-chat``: Mistral's OpenAI-compatible ``/v1/chat/completions`` (mistralai);
 - ``azure-chat``: Azure OpenAI ``/openai/deployments/{name}/chat/completions``, with
   the first chunk's empty ``choices`` and ``prompt_filter_results`` and a
-  ``content_filter_results`` per choice (``openai.AzureOpenAI``).
+  ``content_filter_results`` per choice (``openai.AzureOpenAI``);
+- ``assistants-run``: an OpenAI Assistants run stream, ``POST /v1/threads/{id}/runs``
+  (``openai.OpenAI().beta.threads.runs.stream``).
 
 :func:`upstream` serves them all from one :class:`~tests.support.servers.ScriptedServer`,
 each at its own path, one HTTP chunk per event, :data:`GAP` seconds apart.
@@ -301,6 +303,46 @@ def azure_events() -> list[bytes]:
     return out
 
 
+ASSISTANTS_THREAD = "thread_abc123"
+ASSISTANTS_ASSISTANT = "asst_abc123"
+
+
+def _run_object(status: str, **extra: object) -> dict[str, object]:
+    return {"id": "run_abc123", "object": "thread.run", "created_at": 1733000000,
+            "assistant_id": ASSISTANTS_ASSISTANT, "thread_id": ASSISTANTS_THREAD, "status": status,
+            "model": "gpt-4o-mini", "instructions": "", "tools": [], "metadata": {},
+            "parallel_tool_calls": True, "response_format": "auto", "tool_choice": "auto",
+            "truncation_strategy": {"type": "auto", "last_messages": None}, "usage": None, **extra}
+
+
+def _assistants(event: str, data: dict[str, object] | str) -> bytes:
+    body = data if isinstance(data, str) else _json(data)
+    return f"event: {event}\ndata: {body}\n\n".encode()
+
+
+def assistants_events() -> list[bytes]:
+    """An Assistants run stream as the API documents it (``thread.run.*``,
+    ``thread.message.*`` events, each with its object, then ``event: done``)."""
+    msg = {"id": "msg_abc123", "object": "thread.message", "created_at": 1733000001,
+           "assistant_id": ASSISTANTS_ASSISTANT, "thread_id": ASSISTANTS_THREAD, "run_id": "run_abc123",
+           "role": "assistant", "content": [], "attachments": [], "metadata": {}, "status": "in_progress"}
+    out = [_assistants("thread.run.created", _run_object("queued")),
+           _assistants("thread.run.queued", _run_object("queued")),
+           _assistants("thread.run.in_progress", _run_object("in_progress")),
+           _assistants("thread.message.created", msg),
+           _assistants("thread.message.in_progress", msg)]
+    out += [_assistants("thread.message.delta", {"id": "msg_abc123", "object": "thread.message.delta", "delta": {
+        "content": [{"index": 0, "type": "text", "text": {"value": w, "annotations": []}}]}}) for w in WORDS]
+    done = {**msg, "status": "completed", "completed_at": 1733000002,
+            "content": [{"type": "text", "text": {"value": TEXT, "annotations": []}}]}
+    out += [_assistants("thread.message.completed", done),
+            _assistants("thread.run.completed", _run_object(
+                "completed", completed_at=1733000002,
+                usage={"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21})),
+            _assistants("done", "[DONE]")]
+    return out
+
+
 # --------------------------------------------------------------------------
 # All of them
 
@@ -332,6 +374,8 @@ def streams() -> dict[str, Stream]:
         Stream("mistral-chat", "/v1/chat/completions", SSE, tuple(mistral_events()), finish="stop"),
         Stream("azure-chat", f"/openai/deployments/{AZURE_DEPLOYMENT}/chat/completions", SSE,
                tuple(azure_events()), finish="stop"),
+        Stream("assistants-run", f"/v1/threads/{ASSISTANTS_THREAD}/runs", SSE, tuple(assistants_events()),
+               finish="completed"),
     ]
     return {s.name: s for s in items}
 

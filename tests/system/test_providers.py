@@ -231,8 +231,9 @@ def test_serve_strict_nulls_refuses_an_absent_field_for_a_recorded_null(tmp_path
 SHAPES = {"gemini-sse": "gemini", "gemini-crlf": "gemini", "gemini-array": "gemini",
           "bedrock-converse": "bedrock-converse", "bedrock-throttled": "bedrock-converse",
           "bedrock-invoke": "bedrock-invoke", "cohere-chat": "cohere", "mistral-chat": "openai-chat",
-          "azure-chat": "openai-chat"}
-FINISH = {"STOP": "stop", "end_turn": "stop", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop"}
+          "azure-chat": "azure-openai", "assistants-run": "openai-assistants"}
+FINISH = {"STOP": "stop", "end_turn": "stop", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop",
+          "completed": "stop"}
 
 
 def test_show_reads_each_recording_as_its_format_with_the_sdks_answer(

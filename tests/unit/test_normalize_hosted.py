@@ -234,8 +234,30 @@ def test_azure_first_chunk_of_prompt_filter_results_is_no_text_and_a_filtered_en
             b"data: [DONE]\n\n"]
     x = ix(body, AZURE_PATH, SSE)
     a = analyze(x)
-    assert a.shape == "openai-chat" and a.text == "Hel"
+    assert a.shape == "azure-openai" and a.text == "Hel"
     assert _codes(x) == ["finish-content-filter"]
+
+
+def test_azure_is_named_from_its_filter_results_on_any_path_and_from_its_url_without_them():
+    first = sse({"choices": [], "created": 0, "id": "", "model": "", "object": "",
+                 "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": _FILTERS}]})
+    plain = openai_events()
+    assert analyze(ix([first, *plain], CHAT_PATH, SSE)).shape == "azure-openai"
+    assert analyze(ix(plain, AZURE_PATH, SSE)).shape == "azure-openai"
+    assert analyze(ix(plain, CHAT_PATH, SSE)).shape == "openai-chat"
+    a, b = analyze(ix(plain, AZURE_PATH, SSE)), analyze(ix(plain, CHAT_PATH, SSE))
+    assert (a.text, a.finish, a.usage, a.done) == (b.text, b.finish, b.usage, b.done)
+
+
+def test_azure_legacy_completions_with_filter_results_stay_completions():
+    first = sse({"choices": [], "id": "", "object": "",
+                 "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": _FILTERS}]})
+    body = [first,
+            sse({"id": "c", "object": "text_completion", "choices": [
+                {"index": 0, "text": "Hi", "finish_reason": "stop", "content_filter_results": _FILTERS}]}),
+            b"data: [DONE]\n\n"]
+    a = analyze(ix(body, "/openai/deployments/d/completions?api-version=2024-10-21", SSE))
+    assert a.shape == "openai-completions" and a.text == "Hi"
 
 
 def test_groq_usage_in_x_groq_is_the_usage():
