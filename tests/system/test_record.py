@@ -338,7 +338,7 @@ def test_a_head_whose_first_piece_is_slow_reaches_the_file_before_any_piece(tmp_
         c.head(200, SSE_HEADERS)
         time.sleep(30)
 
-    with ScriptedServer({"/think": thinking}) as up:  # type: ignore[dict-item]
+    with ScriptedServer({"/think": thinking}) as up:
         out = tmp_path / "h.tape"
         with recording(out, upstream=up.url) as rec, httpx.Client(timeout=10) as c, \
                 c.stream("GET", rec.url + "/think") as r:

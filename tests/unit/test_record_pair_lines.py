@@ -16,7 +16,7 @@ def _run() -> _Run:
     return _Run("out.tape", "http://127.0.0.1:9", plan, own_thread=True)
 
 
-def _ix(pair: str, path: str):  # type: ignore[no-untyped-def]
+def _ix(pair: str, path: str):
     return interaction([b"data: x\n\n"], url=f"http://127.0.0.1:9{path}", labels={LABEL_PAIR: pair})
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import streamtape
-from streamtape.cassette import records, writer
+from streamtape.cassette import writer
 from streamtape.cassette.digest import request_digest
 from streamtape.cassette.model import (
     Direction,
@@ -74,7 +74,7 @@ PINNED = {
 
 
 def _fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records.time, "time", lambda: 1_764_500_000.0)
+    monkeypatch.setattr("streamtape.cassette.records.time.time", lambda: 1_764_500_000.0)
 
 
 def _sha(path: Path) -> str:
