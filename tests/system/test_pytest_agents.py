@@ -12,7 +12,6 @@ re-chunked (by event, byte by byte).
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -21,18 +20,12 @@ import streamtape
 from streamtape.shapes import analyze
 from tests.support import ROOT
 from tests.support.agent_streams import agent_routes
+from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
 from tests.support.servers import ScriptedServer
 
 pytest_plugins = ["pytester"]
 
-with warnings.catch_warnings():  # imported once, before any in-process run (test_pytest_recording.py says why)
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import mitmproxy.tools.dump  # noqa: F401
-
-    import streamtape.mitm.record
-
 pytestmark = pytest.mark.slow
-PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
 
 AGENT_MODULE = '''
 import asyncio

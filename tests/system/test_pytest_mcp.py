@@ -10,7 +10,6 @@ under every adversarial profile. This is the example of docs/guide/agents.md.
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,11 @@ import streamtape
 from streamtape.mcp import sessions_of
 from tests.support import ROOT
 from tests.support.processes import start
+from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
 
 pytest_plugins = ["pytester"]
 
-with warnings.catch_warnings():  # imported once, before any in-process run (test_pytest_recording.py says why)
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import mitmproxy.tools.dump  # noqa: F401
-
-    import streamtape.mitm.record
-
 pytestmark = pytest.mark.slow
-PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
 
 AGENT_MODULE = '''
 import asyncio

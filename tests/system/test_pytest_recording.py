@@ -8,7 +8,6 @@ import importlib.util
 import json
 import re
 import socket
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 import streamtape
 from tests.support.builders import CHAT_BODY, chat_events, chat_ix
+from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
 from tests.support.servers import Conn, Received, ScriptedServer, sse_events
 
 pytest_plugins = ["pytester"]
@@ -25,20 +25,7 @@ needs_openai = pytest.mark.skipif(
     reason="the openai SDK needs httpx2, left out of the test extra on Python 3.11",
 )
 
-# pytester's in-process runs drop every module a run imported once it is over.
-# mitmproxy's certificate store must not be imported twice in one process (a
-# second import of cryptography's Python classes no longer matches its Rust
-# core: "Algorithm must be a registered hash algorithm"), so it is imported here,
-# before any run, and kept (mitmproxy's ldap3 import warns about pyasn1 names).
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import mitmproxy.tools.dump  # noqa: F401
-
-    import streamtape.mitm.record
-    import streamtape.mitm.replay
-
 KEY = "sk-test-key-that-must-never-reach-a-cassette-4242"
-PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
 
 CHAT_MODULE = f'''
 import openai, pytest

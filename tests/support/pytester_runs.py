@@ -1,0 +1,23 @@
+"""What a test module that runs the pytest plugin in-process (pytester) imports first.
+
+pytester's in-process runs drop every module a run imported once it is over.
+mitmproxy's certificate store must not be imported twice in one process (a
+second import of cryptography's Python classes no longer matches its Rust
+core: "Algorithm must be a registered hash algorithm"), so importing this
+module imports it, before any run, and keeps it (mitmproxy's ldap3 import
+warns about pyasn1 names).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import mitmproxy.tools.dump  # noqa: F401
+
+    import streamtape.mitm.record
+    import streamtape.mitm.replay  # noqa: F401
+
+PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
+"""The plugins an in-process run leaves out (caches, hypothesis, VCR's recording plugin)."""
