@@ -439,7 +439,7 @@ class RecordAddon(FailLoudly):
         # whose first piece is slow to come is applied after HEAD_WORK_AFTER_S; the end
         # of the response applies it in any case.
         loop = asyncio.get_running_loop()
-        loop.call_later(HEAD_WORK_AFTER_S, self._apply_head, key)
+        later = loop.call_later(HEAD_WORK_AFTER_S, self._apply_head, key)
         piece = rec.piece
         clock = time.perf_counter_ns
         apply_head = self._apply_head
@@ -451,6 +451,7 @@ class RecordAddon(FailLoudly):
                 piece(key, data, clock())
                 if first:
                     first = False
+                    later.cancel()
                     loop.call_soon(apply_head, key)
             return data
 

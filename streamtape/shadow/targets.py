@@ -211,7 +211,8 @@ def build_plan(
         ]
         raise OptionError(f"{extra[0] if extra else 'a shadow plan'} needs a --shadow to apply to")
     shadow_backends = [_Backend(u, _refs(u)) for u in (backend_url("--shadow", s) for s in shadows)]
-    primary = _Backend(backend_url("--upstream", upstream), _refs(backend_url("--upstream", upstream))) if upstream else None
+    primary_url = backend_url("--upstream", upstream) if upstream else None
+    primary = _Backend(primary_url, _refs(primary_url)) if primary_url else None
     everyone = ([primary] if primary else []) + shadow_backends
     host_names: dict[str, str] = {}
     for item in label_backends:
