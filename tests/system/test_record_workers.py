@@ -184,3 +184,21 @@ def test_ctrl_c_to_the_whole_group_stops_every_worker_and_joins(tmp_path: Path):
             assert proc.stop(signal.SIGINT, timeout=30) == 0, proc.stderr
     assert sorted(_numbers(out)) == [0, 1, 2, 3]
     assert _worker_files(out) == []
+
+
+def test_shadow_pairs_recorded_by_both_workers_stay_pairs_and_their_counts_add_up(tmp_path: Path):
+    out = tmp_path / "s.tape"
+    with ScriptedServer({PATH: sse_events(chat_events(["a"]))}) as up, \
+            ScriptedServer({PATH: sse_events(chat_events(["b"]))}) as shadow, \
+            recording(out, "--workers", "2", "--shadow", shadow.url, "--label-backend", f"{shadow.url}=new",
+                      upstream=up.url) as rec:
+        for i in range(10):
+            assert _post(rec.url, i).status_code == 200
+        rec.wait_lines(20)
+    assert rec.returncode == 0, rec.stderr
+    assert "shadow new: 10 recorded\n" in rec.stderr
+    got = streamtape.load(out)
+    pairs: dict[str, list[str]] = {}
+    for ix in got:
+        pairs.setdefault(ix.labels["pair"], []).append(ix.labels["role"])
+    assert len(pairs) == 10 and all(sorted(roles) == ["primary", "shadow"] for roles in pairs.values()), pairs
