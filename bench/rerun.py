@@ -90,9 +90,15 @@ def _sleep_until(t: float) -> None:
         time.sleep(left - 0.002 if left > 0.002 else 0)
 
 
+_NUMBERED = re.compile(rb'"n":(\d+)')
+
+
 class Backend(ThreadedServer):
-    def __init__(self, first_s: float, tokens: int, gap_s: float) -> None:
+    def __init__(self, first_s: float, tokens: int, gap_s: float,
+                 arrivals: mp.Queue[tuple[int, float]] | None = None) -> None:
         self.first_s, self.tokens, self.gap_s = first_s, tokens, gap_s
+        self.arrivals = arrivals
+        """Where a numbered request's arrival goes: (its number, ``perf_counter``)."""
         super().__init__()
 
     def serve(self, s: socket.socket) -> None:
@@ -108,6 +114,8 @@ class Backend(ThreadedServer):
                     if not d:
                         return
                     buf += d
+                if self.arrivals is not None and (n := _NUMBERED.search(buf[:length])):
+                    self.arrivals.put((int(n.group(1)), arrived))
                 buf = buf[length:]
                 s.sendall(HEAD + _chunk(_event(None, role=True)))
                 _sleep_until(arrived + self.first_s)
@@ -122,8 +130,9 @@ class Backend(ThreadedServer):
             s.close()
 
 
-def _backend_main(q: mp.Queue[int], first_s: float, tokens: int, gap_s: float) -> None:
-    b = Backend(first_s, tokens, gap_s)
+def _backend_main(q: mp.Queue[int], first_s: float, tokens: int, gap_s: float,
+                  arrivals: mp.Queue[tuple[int, float]]) -> None:
+    b = Backend(first_s, tokens, gap_s, arrivals)
     q.put(b.port)
     while True:
         time.sleep(3600)
@@ -213,6 +222,46 @@ def _session(path: Path, port: int) -> Path:
     )
     save(path, [ix])
     return path
+
+
+SCHEDULE_REQUESTS = 40
+SCHEDULE_SPAN_S = 4.0
+
+
+def _schedule_session(path: Path, port: int) -> tuple[Path, list[float]]:
+    """A session of numbered requests at uneven recorded offsets (some 5 ms apart), seeded."""
+    import random
+
+    rng = random.Random(19)
+    offsets = sorted([0.0, *(rng.uniform(0, SCHEDULE_SPAN_S) for _ in range(SCHEDULE_REQUESTS - 1))])
+    ixs = [Interaction(
+        Request("POST", f"http://127.0.0.1:{port}{CHAT_PATH}", headers=(("Content-Type", "application/json"),),
+                body=BODY.replace(b'"stream":true', b'"stream":true,"n":%d' % n), started_at=1000.0 + off),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),)),
+        end_ns=1,
+    ) for n, off in enumerate(offsets)]
+    save(path, ixs)
+    return path, offsets
+
+
+def _schedule_errors(session: Path, offsets: list[float], out: Path, port: int, speed: float,
+                     arrivals: mp.Queue[tuple[int, float]]) -> list[float]:
+    """``rerun --speed`` of the numbered session: each request's arrival at the backend against
+    its due offset (ms, absolute), less the shift they all share (a late first send moves
+    every offset counted from it), as tests/system/test_rerun.py measures it."""
+    if out.exists():
+        out.unlink()
+    cmd = [*STREAMTAPE, "rerun", str(session), "--upstream", f"http://127.0.0.1:{port}", "-o", str(out),
+           "--speed", f"{speed:g}"]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    got: dict[int, float] = {}
+    while len(got) < len(offsets):
+        n, t = arrivals.get(timeout=30)
+        got[n] = t
+    t0 = min(got.values())
+    diffs = [(got[n] - t0) * 1000 - off * 1000 / speed for n, off in enumerate(offsets)]
+    shift = statistics.median(diffs)
+    return [abs(d - shift) for d in diffs]
 
 
 @dataclass
@@ -340,8 +389,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     q: mp.Queue[int] = mp.Queue()
-    proc = mp.Process(target=_backend_main, args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000),
-                      daemon=True)
+    arrivals: mp.Queue[tuple[int, float]] = mp.Queue()
+    proc = mp.Process(target=_backend_main,
+                      args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000, arrivals), daemon=True)
     proc.start()
     port = q.get(timeout=10)
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; backend: first token "
@@ -353,6 +403,17 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             session = _session(tmp / "session.tape", port)
+            numbered, offsets = _schedule_session(tmp / "numbered.tape", port)
+            print(f"\nthe schedule: {SCHEDULE_REQUESTS} requests at their recorded offsets over "
+                  f"{SCHEDULE_SPAN_S:g} s, arrival at the backend against the due offset (ms, p50 / p99 / max)")
+            for speed in (1.0, 2.0):
+                trips = []
+                for _ in range(args.runs):
+                    errs = _schedule_errors(numbered, offsets, tmp / "sched.tape", port, speed, arrivals)
+                    trips.append((pct(errs, 50), pct(errs, 99), max(errs)))
+                print(f"  --speed {speed:g}: " + " / ".join(_median_range([t[k] for t in trips])
+                                                          for k in range(3)))
+            print()
             levels: dict[float, list[Level]] = {r: [] for r in rates}
             for run in range(args.runs):
                 for rate in rates:
