@@ -14,7 +14,11 @@ real ones, unchanged, configured the way their docs say to reach another endpoin
 - cohere: ``cohere.ClientV2(api_key=..., base_url=..., httpx_client=...)``;
 - mistralai: ``Mistral(api_key=..., server_url=..., client=...)``;
 - openai: ``openai.AzureOpenAI(azure_endpoint=..., api_key=..., api_version=...,
-  http_client=...)``.
+  http_client=...)``;
+- replicate: ``replicate.Client(api_token=..., base_url=..., headers=..., transport=...)``,
+  then ``client.stream(model, input=...)``: it creates the prediction and follows its
+  absolute ``urls.stream``. ``proxy`` (the recorder in regular mode) is how a recording
+  catches that second request: the URL names the API's host, not a reverse proxy's.
 
 The Gemini JSON array has no SDK that reads it streamed: it is read with httpx
 and ``json``, as the REST docs show.
@@ -41,8 +45,10 @@ COHERE_KEY = "co-test-key"
 MISTRAL_KEY = "mistral-test-key"
 AZURE_KEY = "azure-test-key"
 OPENAI_KEY = "sk-test-assistants-key"
+REPLICATE_TOKEN = "r8_TEST-not-a-real-token"
 
-SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY, OPENAI_KEY)
+SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY, OPENAI_KEY,
+           REPLICATE_TOKEN)
 """What must never reach a cassette."""
 
 TOOLS_COHERE = [{"type": "function", "function": {
@@ -70,6 +76,8 @@ class Target:
     profile: str | None = None
     transport: Any = None
     """A :class:`streamtape.ReplayTransport` (httpx and httpx2 clients alike), or None."""
+    proxy: str | None = None
+    """An HTTP proxy every request goes through (``streamtape record --mode regular``), or None."""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -254,6 +262,20 @@ def assistants_run(t: Target) -> Answer:
     return ans
 
 
+def replicate_stream(t: Target) -> Answer:
+    import replicate
+
+    client = replicate.Client(api_token=REPLICATE_TOKEN, base_url=t.base, headers=dict(t.headers),
+                              transport=t.transport, proxy=t.proxy)
+    ans = Answer()
+    for ev in client.stream(P.REPLICATE_MODEL, input={"prompt": PROMPT}):
+        if ev.event.value == "output":
+            ans.text += str(ev)
+        elif ev.event.value == "done":
+            ans.finish = ev.event.value
+    return ans
+
+
 CALLS = {
     "gemini-sse": lambda t: gemini(t, P.GEMINI_MODEL),
     "gemini-crlf": lambda t: gemini(t, P.VERTEX_MODEL),
@@ -265,15 +287,20 @@ CALLS = {
     "mistral-chat": mistral_chat,
     "azure-chat": azure_chat,
     "assistants-run": assistants_run,
+    "replicate-stream": replicate_stream,
 }
 """Each stream's SDK call, by stream name."""
 
 HTTPX_SDKS = ("gemini-sse", "gemini-crlf", "gemini-array", "cohere-chat", "mistral-chat", "azure-chat",
-              "assistants-run")
+              "assistants-run", "replicate-stream")
 """The streams whose client talks through httpx or httpx2 (boto3 does not: botocore's urllib3)."""
 
 HTTPX2_STREAMS = ("gemini-sse", "gemini-crlf", "mistral-chat", "azure-chat", "assistants-run")
 """The streams whose SDK is built on httpx2 (installed on Python 3.12+ only)."""
+
+REGULAR_MODE = ("replicate-stream",)
+"""The streams recorded through the recorder as a regular proxy (:attr:`Target.proxy`): their
+SDK follows an absolute URL from a first response, which a reverse proxy never sees."""
 
 
 def call(name: str, t: Target) -> Answer:

@@ -20,7 +20,11 @@ assemble from it (written down here beside the bytes, not computed by streamtape
   the first chunk's empty ``choices`` and ``prompt_filter_results`` and a
   ``content_filter_results`` per choice (``openai.AzureOpenAI``);
 - ``assistants-run``: an OpenAI Assistants run stream, ``POST /v1/threads/{id}/runs``
-  (``openai.OpenAI().beta.threads.runs.stream``).
+  (``openai.OpenAI().beta.threads.runs.stream``);
+- ``replicate-stream``: Replicate's plain-text SSE (``event: output`` with the text
+  itself, ``id:`` on every event, ``event: done``), at the prediction's ``urls.stream``:
+  ``POST /v1/models/{owner}/{name}/predictions`` first answers the prediction, whose
+  ``urls`` are ABSOLUTE URLs on this server (``replicate.stream``).
 
 :func:`upstream` serves them all from one :class:`~tests.support.servers.ScriptedServer`,
 each at its own path, one HTTP chunk per event, :data:`GAP` seconds apart.
@@ -85,6 +89,9 @@ class Stream:
     error: str | None = None
     """The exception a stream ends in (``bedrock-throttled``), or None."""
     headers: tuple[tuple[str, str], ...] = field(default=())
+    before: tuple[tuple[str, Handler], ...] = ()
+    """(path, handler) of the calls the SDK makes before the stream, in order: each one
+    interaction of a recording, before the stream's own (Replicate's prediction)."""
 
     @property
     def body(self) -> bytes:
@@ -344,6 +351,41 @@ def assistants_events() -> list[bytes]:
 
 
 # --------------------------------------------------------------------------
+# Replicate
+
+
+REPLICATE_MODEL = "meta/meta-llama-3-8b-instruct"
+REPLICATE_PREDICTION = "ufawqhfynnddngldkgtslldrkq"
+
+
+def replicate_events() -> list[bytes]:
+    """The stream as Replicate sends it: ``event``, then ``id`` (the SDK drops an event
+    without one), then the text itself as ``data``; ``event: done`` with ``{}`` last."""
+    out = [f"event: output\nid: 1733100000:{i}\ndata: {w}\n\n".encode() for i, w in enumerate(WORDS)]
+    out.append(f"event: done\nid: 1733100000:{len(WORDS)}\ndata: {{}}\n\n".encode())
+    return out
+
+
+def replicate_prediction(origin: str) -> dict[str, object]:
+    """The prediction ``POST .../predictions`` answers (status ``starting``), its ``urls``
+    absolute on ``origin`` (Replicate names its own hosts there)."""
+    base = f"{origin}/v1/predictions/{REPLICATE_PREDICTION}"
+    return {"id": REPLICATE_PREDICTION, "model": REPLICATE_MODEL, "version": "dp-4d2b1c2e0f3a",
+            "input": {"prompt": "Say hello"}, "logs": "", "output": None, "data_removed": False,
+            "error": None, "status": "starting", "created_at": "2026-12-02T10:00:00.000Z",
+            "urls": {"cancel": f"{base}/cancel", "get": base, "stream": f"{base}/stream",
+                     "web": f"https://replicate.com/p/{REPLICATE_PREDICTION}"}}
+
+
+def _replicate_create(req: Received, c: Conn) -> None:
+    """201 with the prediction as one Content-Length JSON body, its URLs on the origin the
+    request named (``Host``), as a server that knows its public address writes them."""
+    body = _json(replicate_prediction(f"http://{req.header('host')}")).encode()
+    c.head(201, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], "Created")
+    c.raw(body)
+
+
+# --------------------------------------------------------------------------
 # All of them
 
 
@@ -376,6 +418,9 @@ def streams() -> dict[str, Stream]:
                tuple(azure_events()), finish="stop"),
         Stream("assistants-run", f"/v1/threads/{ASSISTANTS_THREAD}/runs", SSE, tuple(assistants_events()),
                finish="completed"),
+        Stream("replicate-stream", f"/v1/predictions/{REPLICATE_PREDICTION}/stream", SSE,
+               tuple(replicate_events()), finish="done",
+               before=((f"/v1/models/{REPLICATE_MODEL}/predictions", _replicate_create),)),
     ]
     return {s.name: s for s in items}
 
@@ -392,4 +437,7 @@ def handler(stream: Stream, gap: float = GAP) -> Handler:
 
 def upstream(gap: float = GAP) -> ScriptedServer:
     """One server answering every stream of :func:`streams` at its path (not started)."""
-    return ScriptedServer({s.path: handler(s, gap) for s in streams().values()})
+    routes = {s.path: handler(s, gap) for s in streams().values()}
+    for s in streams().values():
+        routes.update(s.before)
+    return ScriptedServer(routes)

@@ -17,6 +17,7 @@ id): the replays show that a Bedrock recording answers it all the same.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,25 +90,55 @@ def each_stream(names: list[str] = NAMES) -> list[object]:
 class Recorded:
     path: Path
     interactions: dict[str, Interaction]
+    """Each stream's own interaction (the last of its SDK call's)."""
     index: dict[str, int]
+    calls: dict[str, list[Interaction]]
+    """Every interaction of each stream's SDK call, in order (the calls before the stream too)."""
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    """Every stream the SDK can reach recorded once, SDK -> streamtape record -> upstream."""
-    out = tmp_path_factory.mktemp("providers") / "providers.tape"
-    names = [n for n in NAMES if HAVE_HTTPX2 or n not in S.HTTPX2_STREAMS]
-    with P.upstream() as up, recording(out, upstream=up.url) as rec:
+def _record(out: Path, names: list[str], upstream: str, *, regular: bool) -> None:
+    """``names``' SDK calls through one ``streamtape record``: reverse mode in front of
+    ``upstream``, or (``regular``) a regular proxy every request of the SDK goes through,
+    recording every response (``--all``: the calls before the stream are JSON)."""
+    mode = ("--mode", "regular", "--all") if regular else ()
+    with recording(out, *mode, upstream=None if regular else upstream) as rec:
         for name in names:
-            target = S.Target(base=rec.url)
+            target = S.Target(base=upstream, proxy=rec.url) if regular else S.Target(base=rec.url)
             try:
                 S.call(name, target)
             except Exception as e:  # the throttled stream ends in the SDK's exception: that is the recording
                 assert STREAMS[name].error is not None, f"{name}: {e!r}"
-        rec.wait_lines(len(names))
+        rec.wait_lines(sum(1 + len(STREAMS[n].before) for n in names))
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    """Every stream the SDK can reach recorded once, SDK -> streamtape record -> upstream (the
+    reverse proxy; the regular proxy for an SDK that follows an absolute URL), the two
+    recordings joined by ``streamtape merge``."""
+    tmp = tmp_path_factory.mktemp("providers")
+    out = tmp / "providers.tape"
+    reachable = [n for n in NAMES if HAVE_HTTPX2 or n not in S.HTTPX2_STREAMS]
+    reverse = [n for n in reachable if n not in S.REGULAR_MODE]
+    regular = [n for n in reachable if n in S.REGULAR_MODE]
+    with P.upstream() as up:
+        _record(tmp / "reverse.tape", reverse, up.url, regular=False)
+        _record(tmp / "regular.tape", regular, up.url, regular=True)
+    code = subprocess.run([*STREAMTAPE, "merge", str(tmp / "reverse.tape"), str(tmp / "regular.tape"),
+                           "-o", str(out)], capture_output=True, text=True)
+    assert code.returncode == 0, code.stderr
     ixs = streamtape.load(out)
-    assert len(ixs) == len(names)
-    yield Recorded(out, dict(zip(names, ixs, strict=True)), {n: i for i, n in enumerate(names)})
+    names = reverse + regular
+    assert len(ixs) == sum(1 + len(STREAMS[n].before) for n in names)
+    calls: dict[str, list[Interaction]] = {}
+    index: dict[str, int] = {}
+    i = 0
+    for name in names:
+        n = 1 + len(STREAMS[name].before)
+        calls[name] = list(ixs[i:i + n])
+        index[name] = i + n - 1
+        i += n
+    yield Recorded(out, {n: c[-1] for n, c in calls.items()}, index, calls)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +197,7 @@ def test_serve_replays_each_recording_into_its_sdk_under_every_profile(server: C
 def test_the_in_process_transport_serves_each_httpx_sdk_under_every_profile(
     recorded: Recorded, name: str, profile: str
 ):
-    transport = streamtape.ReplayTransport([recorded.interactions[name]], profile, realtime=False)
+    transport = streamtape.ReplayTransport(recorded.calls[name], profile, realtime=False)
     _run(name, S.Target(transport=transport))
 
 
