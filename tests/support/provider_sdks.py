@@ -19,6 +19,9 @@ real ones, unchanged, configured the way their docs say to reach another endpoin
   then ``client.stream(model, input=...)``: it creates the prediction and follows its
   absolute ``urls.stream``. ``proxy`` (the recorder in regular mode) is how a recording
   catches that second request: the URL names the API's host, not a reverse proxy's.
+- ibm-watsonx-ai: ``Credentials(url=..., api_key=..., platform_url=..., auth_url=...)``,
+  ``APIClient(credentials, project_id=..., httpx_client=...)``, ``ModelInference(model_id=...,
+  api_client=...)``: https URLs only, so through a proxy (``proxy``, ``ca``) or a transport.
 
 The Gemini JSON array has no SDK that reads it streamed: it is read with httpx
 and ``json``, as the REST docs show.
@@ -269,9 +272,9 @@ def assistants_run(t: Target) -> Answer:
 
 
 def replicate_stream(t: Target) -> Answer:
-    import replicate
+    from replicate.client import Client
 
-    client = replicate.Client(api_token=REPLICATE_TOKEN, base_url=t.base, headers=dict(t.headers),
+    client = Client(api_token=REPLICATE_TOKEN, base_url=t.base, headers=dict(t.headers),
                               transport=t.transport, proxy=t.proxy)
     ans = Answer()
     for ev in client.stream(P.REPLICATE_MODEL, input={"prompt": PROMPT}):

@@ -2,13 +2,21 @@
 
 Each stream of :mod:`tests.support.providers` (Gemini SSE, Vertex CRLF, the Gemini
 JSON array, Bedrock converse-stream and invoke-with-response-stream, a Bedrock
-throttling exception, Cohere v2, Mistral, Azure OpenAI) is recorded once, the
+throttling exception, Cohere v2, Mistral, Azure OpenAI, the Assistants, Replicate,
+watsonx.ai) is recorded once, the
 official SDK talking to the real recorder (reverse proxy) in front of the
 scripted upstream. Then ``streamtape serve`` replays the cassette into the same
 SDK under ``faithful`` and every adversarial profile (chosen per request with
 the profile header): the SDK must assemble the answer the script spells, or
 raise where the stream is cut. The SDKs on httpx or httpx2 also get the
 in-process :class:`streamtape.ReplayTransport`.
+
+Replicate's SDK follows the absolute ``urls.stream`` of the prediction it created, and
+watsonx.ai's takes https URLs only (an IAM token, the project and the model specs come
+first): both are recorded through the recorder as a regular proxy (``--mode regular
+--all``; watsonx.ai over TLS from a TLS upstream, the recorder's CA trusted), the three
+recordings joined by ``streamtape merge``. ``serve`` answers Replicate's prediction with
+its URLs pointed at itself; watsonx.ai is replayed by ``serve --proxy``.
 
 boto3 signs every call afresh (a new ``X-Amz-Date``, signature and invocation
 id): the replays show that a Bedrock recording answers it all the same.
@@ -115,7 +123,7 @@ def _record(out: Path, names: list[str], upstream: str, *, regular: bool, confdi
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+def recorded(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> Iterator[Recorded]:
     """Every stream the SDK can reach recorded once, SDK -> streamtape record -> upstream (the
     reverse proxy; the regular proxy for an SDK that follows an absolute URL), the two
     recordings joined by ``streamtape merge``."""
@@ -128,7 +136,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     with P.upstream() as up, P.upstream(tls=self_signed_tls()) as tls_up:
         _record(tmp / "reverse.tape", reverse, up.url, regular=False)
         _record(tmp / "regular.tape", regular, up.url, regular=True)
-        _record(tmp / "https.tape", https, tls_up.url, regular=True, confdir=CONFDIR(tmp_path_factory))
+        _record(tmp / "https.tape", https, tls_up.url, regular=True, confdir=confdir)
     code = subprocess.run([*STREAMTAPE, "merge", *(str(tmp / f) for f in ("reverse.tape", "regular.tape", "https.tape")),
                            "-o", str(out)], capture_output=True, text=True)
     assert code.returncode == 0, code.stderr
@@ -147,14 +155,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
 
 
 CA = "mitmproxy-ca-cert.pem"
-_CONFDIR: list[Path] = []
 
 
-def CONFDIR(factory: pytest.TempPathFactory) -> Path:  # noqa: N802 - one folder for the module
-    """The mitmproxy folder (CA) the HTTPS-only SDKs trust, recording and replaying alike."""
-    if not _CONFDIR:
-        _CONFDIR.append(factory.mktemp("mitm"))
-    return _CONFDIR[0]
+@pytest.fixture(scope="module")
+def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mitmproxy folder (its CA) the HTTPS-only SDKs trust, recording and replaying alike."""
+    return tmp_path_factory.mktemp("mitm")
 
 
 @pytest.fixture(scope="module")
@@ -164,10 +170,9 @@ def server(recorded: Recorded) -> Iterator[Child]:
 
 
 @pytest.fixture(scope="module")
-def proxy_server(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Child]:
+def proxy_server(recorded: Recorded, confdir: Path) -> Iterator[Child]:
     """``streamtape serve --proxy``: the replay the HTTPS-only SDKs reach (their URL kept, the
     proxy's CA trusted), every request it does not answer refused."""
-    confdir = CONFDIR(tmp_path_factory)
     with start([*STREAMTAPE, "serve", "--proxy", "--refuse-unmatched", "--port", "0", "--confdir", str(confdir),
                 str(recorded.path)], r"replay proxy on (\S+?:\d+)") as proc:
         yield proc
@@ -183,7 +188,7 @@ def _target(name: str, recorded: Recorded, request: pytest.FixtureRequest, profi
     url = recorded.interactions[name].request.url
     base = url[: url.index("/", len("https://"))]
     return S.Target(base=base, profile=profile, proxy=proxy.url,
-                    ca=str(CONFDIR(request.getfixturevalue("tmp_path_factory")) / CA))
+                    ca=str(request.getfixturevalue("confdir") / CA))
 
 
 def test_each_format_is_recorded_byte_for_byte_with_its_pieces(recorded: Recorded):
