@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from ..cassette.model import Interaction, Request
 from ..cassette.pieces import Piece
 
-__all__ = ["Relinker", "origin_of", "recorded_origins"]
+__all__ = ["Relinker", "is_json_body", "origin_of", "recorded_origins"]
 
 _CACHE = 256
 
@@ -66,7 +66,8 @@ def recorded_origins(requests: Iterable[Request]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _is_json(ix: Interaction) -> bool:
+def is_json_body(ix: Interaction) -> bool:
+    """Whether ``ix`` answered with a JSON body, not content-encoded (what :class:`Relinker` rewrites)."""
     resp = ix.response
     if resp is None or (resp.header("content-encoding") or "identity").strip().lower() != "identity":
         return False
@@ -97,7 +98,7 @@ class Relinker:
     def relink(self, ix: Interaction, base: str) -> Interaction:
         """``ix`` with every recorded origin that begins a URL in its JSON body replaced by
         ``base`` (``scheme://host[:port]``, no trailing slash)."""
-        if self._pattern is None or base.lower() in self.origins or not _is_json(ix):
+        if self._pattern is None or base.lower() in self.origins or not is_json_body(ix):
             return ix
         key = (id(ix), base)
         hit = self._done.get(key)

@@ -54,7 +54,7 @@ from ..wire import (
     response_head,
 )
 from .guard import answer_and_close, drain_within, stalled_note
-from .links import Relinker, recorded_origins
+from .links import Relinker, is_json_body, recorded_origins
 from .player import Player, Prepared, Stop, reset
 from .request import CLIENT_TIMEOUT_S, MAX_BODY, MAX_HEAD, BadRequest, HTTPRequest, read_request
 from .sources import cassette_files
@@ -600,7 +600,11 @@ class ReplayServer:
 
     def _relink(self, ix: Interaction, req: HTTPRequest) -> Interaction:
         """``ix`` with the absolute URLs of its JSON body that name a recorded origin
-        pointed at the origin this request reached (:mod:`streamtape.serve.links`)."""
+        pointed at the origin this request reached (:mod:`streamtape.serve.links`). The
+        recorded origins are read on the first JSON answer only (a cassette of streams alone
+        never reads every request for them)."""
+        if not is_json_body(ix):
+            return ix
         if self._relinker is None:
             ixs = self.matcher.interactions
             requests = getattr(ixs, "requests", None)
