@@ -91,8 +91,8 @@ def error_event(shape: str, message: str, wire: str | None = None) -> bytes:
     if shape == "gemini":
         return b"data: " + _j(_google_error(500, message)) + b"\n\n"
     if shape == "gemini-interactions":  # google-genai's ErrorEvent: a code (a string) and a message
-        event = {"event_type": "error", "error": {"code": "internal", "message": message}}
-        return b"event: error\ndata: " + _j(event) + b"\n\n"
+        failure: dict[str, object] = {"event_type": "error", "error": {"code": "internal", "message": message}}
+        return b"event: error\ndata: " + _j(failure) + b"\n\n"
     if shape == "cohere":
         end = {"type": "message-end", "delta": {"finish_reason": "ERROR", "error": message}}
         return b"event: message-end\ndata: " + _j(end) + b"\n\n"

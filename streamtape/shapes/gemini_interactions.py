@@ -111,11 +111,11 @@ def normalize(wires: Sequence[WireEvent]) -> list[Event]:
         elif t in ("step.delta", "content.delta"):
             d = as_dict(v.get("delta"))
             dt = as_str(d.get("type"))
-            if dt == "text" and (text := as_str(d.get("text"))):
+            if dt == "text" and (piece := as_str(d.get("text"))):
                 if steps.get(idx) == "thought":
-                    out.append(Event(at, "reasoning", text=text, index=idx, source=src))
+                    out.append(Event(at, "reasoning", text=piece, index=idx, source=src))
                 else:
-                    out.append(Event(at, "text", text=text, source=src))
+                    out.append(Event(at, "text", text=piece, source=src))
             elif dt in ("thought_summary", "thought"):
                 texts = [s] if (s := as_str(d.get("text"))) else _texts(d.get("content"))
                 for text in texts:

@@ -429,13 +429,14 @@ def test_each_final_interaction_status_is_a_finish_in_common_terms(status, reaso
 
 def test_an_error_event_mid_stream_is_an_error_and_its_message_kept():
     err = {"code": "resource_exhausted", "message": "Quota exceeded."}
-    events = [*interactions_events()[:8], {"event_type": "error", "error": err}]
+    events: list[dict[str, object]] = [*interactions_events()[:8], {"event_type": "error", "error": err}]
     x = _interactions(events)
     a = analyze(x)
     assert [e.error for e in a.errors] == [err]
     assert a.text == "Hello" and not a.done
     assert {"error-event", "no-done"} <= set(_codes(x))
-    failed = {"event_type": "interaction.completed", "interaction": {"id": "v1_1", "status": "failed"}}
+    failed: dict[str, object] = {"event_type": "interaction.completed",
+                                 "interaction": {"id": "v1_1", "status": "failed"}}
     a = analyze(_interactions([*events, failed]))
     assert [e.error for e in a.errors] == [err] and a.done  # the failure is that error, not a second one
 
