@@ -1,7 +1,7 @@
 """Hosted providers' SDKs recorded through ``streamtape record`` and replayed by ``streamtape serve``.
 
 Each stream of :mod:`tests.support.providers` (Gemini SSE, Vertex CRLF, the Gemini
-JSON array, Bedrock converse-stream and invoke-with-response-stream, a Bedrock
+JSON array, the Gemini Interactions API, Bedrock converse-stream and invoke-with-response-stream, a Bedrock
 throttling exception, Cohere v2, Mistral, Azure OpenAI) is recorded once, the
 official SDK talking to the real recorder (reverse proxy) in front of the
 scripted upstream. Then ``streamtape serve`` replays the cassette into the same
@@ -229,10 +229,11 @@ def test_serve_strict_nulls_refuses_an_absent_field_for_a_recorded_null(tmp_path
 
 
 SHAPES = {"gemini-sse": "gemini", "gemini-crlf": "gemini", "gemini-array": "gemini",
+          "gemini-interactions": "gemini-interactions",
           "bedrock-converse": "bedrock-converse", "bedrock-throttled": "bedrock-converse",
           "bedrock-invoke": "bedrock-invoke", "cohere-chat": "cohere", "mistral-chat": "openai-chat",
           "azure-chat": "azure-openai", "assistants-run": "openai-assistants"}
-FINISH = {"STOP": "stop", "end_turn": "stop", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop",
+FINISH = {"STOP": "stop", "end_turn": "stop", "requires_action": "tool_calls", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop",
           "completed": "stop"}
 
 
