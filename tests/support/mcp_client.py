@@ -49,7 +49,7 @@ def mcp_http_client(transport: Any = None) -> Any:
     """An HTTP client of the kind the installed mcp's client sends through (httpx for
     1.x, httpx2 for 2.x), with ``transport`` (a :class:`streamtape.AsyncReplayTransport`
     serves both), or with the SDK's own defaults when there is none."""
-    if transport is None:
+    if transport is None:  # the client streamable_http_client makes when given none, made here to be watched
         return create_mcp_http_client()
     if MCP_MAJOR >= 2:
         import httpx2  # type: ignore[import-not-found,unused-ignore]
