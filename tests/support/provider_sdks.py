@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -111,20 +112,27 @@ def gemini(t: Target, model: str) -> Answer:
     return ans
 
 
-def gemini_interactions(t: Target) -> Answer:
-    """google-genai's Interactions client: the events it yields, typed by ``event_type``,
-    assembled the way its streaming guide reads them (a delta's meaning is its step's)."""
+def interactions_stream(t: Target) -> Iterator[Any]:
+    """The events google-genai's ``client.interactions.create(..., stream=True)`` yields
+    (a generator, so the client lives as long as its stream: a client collected closes
+    its connections)."""
     from google import genai
     from google.genai import types
 
     opts = types.HttpOptions(base_url=t.base, api_version="v1beta", headers=t.headers, timeout=30_000,
                              retry_options=types.HttpRetryOptions(attempts=1), httpx_client=t.httpx2_client())
     client = genai.Client(api_key=GEMINI_KEY, http_options=opts)
+    events: Any = client.interactions.create(model=P.INTERACTIONS_MODEL, input=PROMPT, stream=True)
+    yield from events
+
+
+def gemini_interactions(t: Target) -> Answer:
+    """google-genai's Interactions client: the events it yields, typed by ``event_type``,
+    assembled the way its streaming guide reads them (a delta's meaning is its step's)."""
     ans = Answer()
     steps: dict[int, str] = {}
     calls: dict[int, list[Any]] = {}
-    events: Any = client.interactions.create(model=P.INTERACTIONS_MODEL, input=PROMPT, stream=True)
-    for ev in events:  # Any: the event union's members are told apart by .event_type
+    for ev in interactions_stream(t):  # Any: the event union's members are told apart by .event_type
         if ev.event_type == "step.start":
             steps[ev.index] = ev.step.type
             if ev.step.type == "function_call":

@@ -182,6 +182,20 @@ def test_google_genai_raises_on_an_sse_comment_line_where_other_sdks_skip_it(ser
     _run(name, S.Target(base=server.url, profile=ADVERSARIAL["events"]))
 
 
+@pytest.mark.skipif(not HAVE_HTTPX2, reason=NO_HTTPX2)
+def test_an_injected_error_event_reaches_google_genais_interactions_client_as_its_error_event(server: Child):
+    """``fault=error-event:N`` on an Interactions stream sends the API's own ``event: error``,
+    which the SDK types as an ``ErrorEvent`` (not an unknown event) with the message."""
+    from streamtape.profiles.schedule import ERROR_MESSAGE
+
+    events = list(S.interactions_stream(S.Target(base=server.url, profile="instant;fault=error-event:8")))
+    kinds = [e.event_type for e in events]
+    assert kinds[:3] == ["interaction.created", "interaction.status_update", "step.start"]
+    assert kinds[-1] == "error" and "interaction.completed" not in kinds
+    assert type(events[-1]).__name__ == "ErrorEvent"
+    assert (events[-1].error.code, events[-1].error.message) == ("internal", ERROR_MESSAGE)
+
+
 def test_a_throttling_exception_replays_to_boto3_after_the_text_before_it(server: Child):
     base = server.url
     with pytest.raises(EventStreamError) as exc:
