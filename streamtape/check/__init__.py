@@ -31,7 +31,7 @@ FINAL_MARKER: dict[ShapeName, str] = {
     "tgi": "a final event with details",
     "ag-ui": "RUN_FINISHED or RUN_ERROR",
     "a2a": "a final task state",
-    "gemini-interactions": "interaction.complete",
+    "gemini-interactions": "interaction.completed",
     "bedrock-converse": "metadata",
     "bedrock-invoke": "message_stop",
     "cohere": "message-end",

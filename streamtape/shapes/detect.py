@@ -177,7 +177,7 @@ def shape_of_value(v: Any, event: str = "message") -> ShapeName | None:
     if event == "chunk" and isinstance(v.get("bytes"), str):
         return "bedrock-invoke"
     et = v.get("event_type")
-    if isinstance(et, str) and et.split(".")[0] in ("interaction", "content"):
+    if isinstance(et, str) and et.split(".")[0] in ("interaction", "step", "content"):
         return "gemini-interactions"
     if isinstance(v.get("candidates"), list) or (
             isinstance(v.get("usageMetadata"), dict) and "modelVersion" in v):

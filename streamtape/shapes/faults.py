@@ -78,7 +78,8 @@ def error_event(shape: str, message: str, wire: str | None = None) -> bytes:
     (:data:`STREAM_EXCEPTION`); Gemini: its error object, as an SSE event or, on the
     JSON array (``wire="jsonarray"``, and the generic ``jsonarray``), as the next
     element and the closing ``]`` (``,`` first: it follows an element); Cohere: a
-    ``message-end`` with ``finish_reason: ERROR``; Replicate: ``event: error``;
+    ``message-end`` with ``finish_reason: ERROR``; the Gemini Interactions API: ``event:
+    error`` with ``{"event_type": "error", "error": {"code", "message"}}``; Replicate: ``event: error``;
     the Assistants API: ``event: error``.
     """
     _check(shape)
@@ -87,8 +88,11 @@ def error_event(shape: str, message: str, wire: str | None = None) -> bytes:
         return exception_message(STREAM_EXCEPTION, message)
     if wire == "jsonarray":
         return b",\r\n" + _j(_google_error(500, message)) + b"\n]"
-    if shape in ("gemini", "gemini-interactions"):
+    if shape == "gemini":
         return b"data: " + _j(_google_error(500, message)) + b"\n\n"
+    if shape == "gemini-interactions":  # google-genai's ErrorEvent: a code (a string) and a message
+        failure: dict[str, object] = {"event_type": "error", "error": {"code": "internal", "message": message}}
+        return b"event: error\ndata: " + _j(failure) + b"\n\n"
     if shape == "cohere":
         end = {"type": "message-end", "delta": {"finish_reason": "ERROR", "error": message}}
         return b"event: message-end\ndata: " + _j(end) + b"\n\n"

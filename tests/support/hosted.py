@@ -95,6 +95,58 @@ def gemini_array(chunks: Sequence[dict[str, object]]) -> list[bytes]:
     return out
 
 
+# ---- The Gemini Interactions API -----------------------------------------------------------
+
+INTERACTIONS_PATH = "/v1beta/interactions"
+
+
+def interactions_events(words: Iterable[str] = ANSWER, *, thought: str | None = "Greeting: be kind.",
+                        call: tuple[str, str, Sequence[str]] | None = None, status: str | None = None,
+                        usage: tuple[int, int, int] = (8, 6, 3),
+                        interaction_id: str = "v1_ChdpbnQtMQ") -> list[dict[str, object]]:
+    """The SSE events of one streamed interaction, as google-genai 3.x types them
+    (``InteractionSSEEvent``) and the API's streaming page shows them: created, a status
+    update, a ``thought`` step (a summary delta, then its signature), a ``model_output``
+    step of text deltas, a ``function_call`` step (``call``: id, name and the
+    ``arguments_delta`` fragments of its JSON), then ``interaction.completed`` with the
+    status (``requires_action`` after a call, else ``completed``) and the usage."""
+    def ev(t: str, **f: object) -> dict[str, object]:
+        return {**f, "event_type": t}
+    out = [ev("interaction.created", interaction={"id": interaction_id, "status": "in_progress",
+                                                 "object": "interaction", "model": "gemini-3-flash-preview"}),
+           ev("interaction.status_update", interaction_id=interaction_id, status="in_progress")]
+    index = 0
+    if thought:
+        out += [ev("step.start", index=index, step={"type": "thought"}),
+                ev("step.delta", index=index, delta={"type": "thought_summary",
+                                                     "content": {"type": "text", "text": thought}}),
+                ev("step.delta", index=index, delta={"type": "thought_signature", "signature": "c2lnbmF0dXJl"}),
+                ev("step.stop", index=index)]
+        index += 1
+    out.append(ev("step.start", index=index, step={"type": "model_output"}))
+    out += [ev("step.delta", index=index, delta={"type": "text", "text": w}) for w in words]
+    out.append(ev("step.stop", index=index))
+    if call is not None:
+        index += 1
+        call_id, name, fragments = call
+        out.append(ev("step.start", index=index,
+                      step={"type": "function_call", "id": call_id, "name": name, "arguments": {}}))
+        out += [ev("step.delta", index=index, delta={"type": "arguments_delta", "arguments": f})
+                for f in fragments]
+        out.append(ev("step.stop", index=index))
+    final = status or ("requires_action" if call is not None else "completed")
+    out.append(ev("interaction.completed", interaction={
+        "id": interaction_id, "status": final, "object": "interaction", "model": "gemini-3-flash-preview",
+        "usage": {"total_input_tokens": usage[0], "total_output_tokens": usage[1],
+                  "total_thought_tokens": usage[2], "total_tokens": sum(usage)}}))
+    return out
+
+
+def interactions_sse(events: Sequence[dict[str, object]]) -> list[bytes]:
+    """Each event with its ``event:`` line (its ``event_type``), as the API sends it."""
+    return [sse(e, str(e["event_type"])) for e in events]
+
+
 # ---- Bedrock -----------------------------------------------------------------------------
 
 CONVERSE_PATH = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"

@@ -7,7 +7,8 @@ transport (``transport``: the SDKs built on httpx or httpx2). The SDKs are the
 real ones, unchanged, configured the way their docs say to reach another endpoint:
 
 - google-genai: ``genai.Client(api_key=..., http_options=HttpOptions(base_url=...,
-  api_version="v1beta", headers=..., httpx_client=...))``;
+  api_version="v1beta", headers=..., httpx_client=...))``, for ``generate_content_stream``
+  and ``interactions.create(..., stream=True)`` alike;
 - boto3: ``boto3.client("bedrock-runtime", endpoint_url=..., region_name=...,
   aws_access_key_id=..., aws_secret_access_key=..., aws_session_token=...)`` (a header
   is added by a ``before-send`` hook, after signing);
@@ -32,6 +33,7 @@ from __future__ import annotations
 import json
 import ssl
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -124,6 +126,48 @@ def gemini(t: Target, model: str) -> Answer:
                     ans.text += part.text or ""
             if cand.finish_reason:
                 ans.finish = cand.finish_reason.value
+    return ans
+
+
+def interactions_stream(t: Target) -> Iterator[Any]:
+    """The events google-genai's ``client.interactions.create(..., stream=True)`` yields
+    (a generator, so the client lives as long as its stream: a client collected closes
+    its connections)."""
+    from google import genai
+    from google.genai import types
+
+    opts = types.HttpOptions(base_url=t.base, api_version="v1beta", headers=t.headers, timeout=30_000,
+                             retry_options=types.HttpRetryOptions(attempts=1), httpx_client=t.httpx2_client())
+    client = genai.Client(api_key=GEMINI_KEY, http_options=opts)
+    events: Any = client.interactions.create(model=P.INTERACTIONS_MODEL, input=PROMPT, stream=True)
+    yield from events
+
+
+def gemini_interactions(t: Target) -> Answer:
+    """google-genai's Interactions client: the events it yields, typed by ``event_type``,
+    assembled the way its streaming guide reads them (a delta's meaning is its step's)."""
+    ans = Answer()
+    steps: dict[int, str] = {}
+    calls: dict[int, list[Any]] = {}
+    for ev in interactions_stream(t):  # Any: the event union's members are told apart by .event_type
+        if ev.event_type == "step.start":
+            steps[ev.index] = ev.step.type
+            if ev.step.type == "function_call":
+                calls[ev.index] = [ev.step.name, json.dumps(ev.step.arguments) if ev.step.arguments else ""]
+        elif ev.event_type == "step.delta":
+            d: Any = ev.delta
+            if d.type == "text":
+                if steps.get(ev.index) == "thought":
+                    ans.reasoning += d.text
+                else:
+                    ans.text += d.text
+            elif d.type == "thought_summary" and d.content is not None:
+                ans.reasoning += getattr(d.content, "text", "") or ""
+            elif d.type == "arguments_delta":
+                calls[ev.index][1] += d.arguments or ""
+        elif ev.event_type == "interaction.completed":
+            ans.finish = ev.interaction.status
+    ans.tool_calls = [(name, json.loads(args)) for _, (name, args) in sorted(calls.items())]
     return ans
 
 
@@ -312,6 +356,7 @@ CALLS = {
     "gemini-sse": lambda t: gemini(t, P.GEMINI_MODEL),
     "gemini-crlf": lambda t: gemini(t, P.VERTEX_MODEL),
     "gemini-array": gemini_array,
+    "gemini-interactions": gemini_interactions,
     "bedrock-converse": bedrock_converse,
     "bedrock-throttled": lambda t: bedrock_converse(t, P.BEDROCK_THROTTLED),
     "bedrock-invoke": bedrock_invoke,
@@ -324,11 +369,11 @@ CALLS = {
 }
 """Each stream's SDK call, by stream name."""
 
-HTTPX_SDKS = ("gemini-sse", "gemini-crlf", "gemini-array", "cohere-chat", "mistral-chat", "azure-chat",
-              "assistants-run", "replicate-stream", "watsonx-stream")
+HTTPX_SDKS = ("gemini-sse", "gemini-crlf", "gemini-array", "gemini-interactions", "cohere-chat", "mistral-chat",
+              "azure-chat", "assistants-run", "replicate-stream", "watsonx-stream")
 """The streams whose client talks through httpx or httpx2 (boto3 does not: botocore's urllib3)."""
 
-HTTPX2_STREAMS = ("gemini-sse", "gemini-crlf", "mistral-chat", "azure-chat", "assistants-run")
+HTTPX2_STREAMS = ("gemini-sse", "gemini-crlf", "gemini-interactions", "mistral-chat", "azure-chat", "assistants-run")
 """The streams whose SDK is built on httpx2 (installed on Python 3.12+ only)."""
 
 HTTPS_ONLY = ("watsonx-stream",)

@@ -8,6 +8,9 @@ assemble from it (written down here beside the bytes, not computed by streamtape
 - ``gemini-crlf``: the same as Vertex AI sends it, every line ending CRLF;
 - ``gemini-array``: ``streamGenerateContent`` without ``alt=sse``: one JSON array
   streamed element by element (``application/json``), read with httpx;
+- ``gemini-interactions``: the Interactions API's ``POST /v1beta/interactions`` with
+  ``stream``: typed ``step.*`` events, a function call in ``arguments_delta`` fragments
+  (google-genai's ``client.interactions.create(..., stream=True)``);
 - ``bedrock-converse``: ``converse-stream``, AWS event stream messages with real
   CRCs (boto3 ``bedrock-runtime``); ``bedrock-throttled``: the same cut by an
   exception message (``throttlingException``) after the first text;
@@ -46,6 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from tests.support import hosted
 from tests.support.servers import Conn, Handler, Received, ScriptedServer
 
 GAP = 0.004
@@ -147,6 +151,18 @@ def gemini_array() -> tuple[bytes, ...]:
 
 def _gemini_path(model: str) -> str:
     return f"/v1beta/models/{model}:streamGenerateContent"
+
+
+INTERACTIONS_MODEL = "gemini-3-flash-preview"
+
+
+def interactions_events() -> tuple[bytes, ...]:
+    """A streamed interaction (:func:`tests.support.hosted.interactions_events`): a thought
+    step, the words, a function call whose JSON arguments come in three
+    ``arguments_delta`` fragments, then ``interaction.completed`` with ``requires_action``."""
+    args = _json(WEATHER_ARGS)
+    call = ("fc_get_weather_1", "get_weather", (args[:5], args[5:17], args[17:]))
+    return tuple(hosted.interactions_sse(hosted.interactions_events(WORDS, thought=GEMINI_REASONING, call=call)))
 
 
 # --------------------------------------------------------------------------
@@ -454,6 +470,9 @@ def streams() -> dict[str, Stream]:
                reasoning=GEMINI_REASONING),
         Stream("gemini-array", _gemini_path(ARRAY_MODEL), "application/json; charset=UTF-8", gemini_array(),
                finish="STOP", reasoning=GEMINI_REASONING),
+        Stream("gemini-interactions", hosted.INTERACTIONS_PATH, SSE, interactions_events(),
+               finish="requires_action", tool_calls=(("get_weather", dict(WEATHER_ARGS)),),
+               reasoning=GEMINI_REASONING),
         Stream("bedrock-converse", _bedrock_path(BEDROCK_MODEL, "converse-stream"), EVENTSTREAM,
                tuple(converse_events()), finish="tool_use", tool_calls=(("get_weather", dict(WEATHER_ARGS)),),
                headers=amz),

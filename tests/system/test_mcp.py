@@ -20,13 +20,16 @@ import pytest
 
 import streamtape
 from streamtape.mcp import sessions_of
-from tests.support.mcp_client import SessionSeen, run_session, session
+from tests.support.mcp_client import MCP_MAJOR, SessionSeen, mcp_http_client, run_session, session
 from tests.support.processes import STREAMTAPE, Child, start
 from tests.support.recording import recording, run_main
 
 pytestmark = pytest.mark.slow
 
 SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
+ID0 = 1 if MCP_MAJOR >= 2 else 0
+"""The JSON-RPC id of the client's first request (``initialize``): mcp 2's client counts from 1."""
+INIT, LIST, CALL, READ = (f"(id {ID0 + n})" for n in range(4))
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,8 @@ def test_record_keeps_every_exchange_of_a_session_without_all(recorded: Recorded
 def test_a_session_reads_back_as_its_calls_with_progress_and_results(recorded: Recorded) -> None:
     [mcp] = sessions_of(streamtape.load(recorded.tape))
     assert [c.label for c in mcp.requests] == [
-        "initialize (id 0)", "tools/list (id 1)", "tools/call count (id 2)",
-        "resources/read notes://today (id 3)"]
+        f"initialize {INIT}", f"tools/list {LIST}", f"tools/call count {CALL}",
+        f"resources/read notes://today {READ}"]
     call = mcp.requests[2]
     assert [(p.progress, p.total, p.message) for p in call.progress] == [
         (1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
@@ -105,7 +108,7 @@ def test_the_same_session_replays_against_serve_with_the_server_gone(recorded: R
 def test_the_same_session_replays_through_the_in_process_transport(recorded: Recorded) -> None:
     async def main() -> SessionSeen:
         transport = streamtape.AsyncReplayTransport(recorded.tape, "chunk=events", realtime=False)
-        async with httpx.AsyncClient(transport=transport) as client:
+        async with mcp_http_client(transport) as client:
             return await session("http://mcp.test/mcp", http_client=client)
 
     assert asyncio.run(asyncio.wait_for(main(), 30)) == recorded.seen
@@ -116,8 +119,8 @@ def test_a_session_calling_another_tool_fails_naming_the_call_that_differs(recor
         with pytest.raises(BaseException):  # noqa: B017 - the SDK wraps the HTTP error its own way
             run_session(f"{served.url}/mcp", tool="add", timeout=15)
         served.stop()
-    expected = (f"MCP session {recorded.seen.session_id}: call 3 is tools/call add (id 2), "
-                "recorded tools/call count (id 2)")
+    expected = (f"MCP session {recorded.seen.session_id}: call 3 is tools/call add {CALL}, "
+                f"recorded tools/call count {CALL}")
     assert expected in served.stdout + served.stderr
 
 
@@ -135,7 +138,10 @@ def test_a_client_resuming_with_last_event_id_gets_the_events_after_it(resumable
     assert r.status_code == 200
     ids = [line.split(":", 1)[1].strip() for line in r.text.splitlines() if line.startswith("id:")]
     assert ids == list(call.event_ids[1:])
-    assert '"progress":2.0' in r.text and "counted to 3" in r.text
+    sent = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+    # progress 2.0 (mcp 1.x writes the float as 2.0, 2.x as 2) and 3, then the result
+    assert [m["params"]["progress"] for m in sent if m.get("method") == "notifications/progress"] == [2, 3]
+    assert sent[-1]["result"]["content"][0]["text"] == "counted to 3"
     assert missing.status_code >= 400
     assert "no recorded stream of MCP session" in missing.text
 
@@ -146,7 +152,7 @@ def test_show_mcp_lists_the_session_as_one_entry_with_its_calls(recorded: Record
     head, *rows = out.splitlines()
     assert head.startswith(f"MCP session {recorded.seen.session_id}: 4 calls, 7 exchanges (#0-#6)")
     assert "server streamtape-test" in head
-    call = next(r for r in rows if "tools/call count (id 2)" in r)
+    call = next(r for r in rows if f"tools/call count {CALL}" in r)
     assert "3 (3/3)" in call and call.rstrip().endswith("result")
     assert any("DELETE (end of session)" in r for r in rows)
     assert any("GET stream" in r for r in rows)
@@ -157,8 +163,8 @@ def test_show_mcp_lists_the_session_as_one_entry_with_its_calls(recorded: Record
 def test_show_mcp_text_and_json_give_the_tool_results(recorded: Recorded, capsys) -> None:
     code, out, _ = run_main("show", recorded.tape, "--mcp", "--text", capsys=capsys)
     assert code == 0
-    assert out.splitlines() == ["[tools/call count (id 2)] result", "counted to 3",
-                                "[resources/read notes://today (id 3)] result", "buy milk; café at 5€"]
+    assert out.splitlines() == [f"[tools/call count {CALL}] result", "counted to 3",
+                                f"[resources/read notes://today {READ}] result", "buy milk; café at 5€"]
     code, out, _ = run_main("show", recorded.tape, "--mcp", "--json", capsys=capsys)
     [doc] = json.loads(out)
     call = next(c for c in doc["calls"] if c["name"] == "count")

@@ -1,9 +1,9 @@
 """Hosted providers' SDKs recorded through ``streamtape record`` and replayed by ``streamtape serve``.
 
 Each stream of :mod:`tests.support.providers` (Gemini SSE, Vertex CRLF, the Gemini
-JSON array, Bedrock converse-stream and invoke-with-response-stream, a Bedrock
-throttling exception, Cohere v2, Mistral, Azure OpenAI, the Assistants, Replicate,
-watsonx.ai) is recorded once, the
+JSON array, the Gemini Interactions API, Bedrock converse-stream and
+invoke-with-response-stream, a Bedrock throttling exception, Cohere v2, Mistral,
+Azure OpenAI, the Assistants, Replicate, watsonx.ai) is recorded once, the
 official SDK talking to the real recorder (reverse proxy) in front of the
 scripted upstream. Then ``streamtape serve`` replays the cassette into the same
 SDK under ``faithful`` and every adversarial profile (chosen per request with
@@ -272,6 +272,20 @@ def test_google_genai_raises_on_an_sse_comment_line_where_other_sdks_skip_it(ser
     _run(name, S.Target(base=server.url, profile=ADVERSARIAL["events"]))
 
 
+@pytest.mark.skipif(not HAVE_HTTPX2, reason=NO_HTTPX2)
+def test_an_injected_error_event_reaches_google_genais_interactions_client_as_its_error_event(server: Child):
+    """``fault=error-event:N`` on an Interactions stream sends the API's own ``event: error``,
+    which the SDK types as an ``ErrorEvent`` (not an unknown event) with the message."""
+    from streamtape.profiles.schedule import ERROR_MESSAGE
+
+    events = list(S.interactions_stream(S.Target(base=server.url, profile="instant;fault=error-event:8")))
+    kinds = [e.event_type for e in events]
+    assert kinds[:3] == ["interaction.created", "interaction.status_update", "step.start"]
+    assert kinds[-1] == "error" and "interaction.completed" not in kinds
+    assert type(events[-1]).__name__ == "ErrorEvent"
+    assert (events[-1].error.code, events[-1].error.message) == ("internal", ERROR_MESSAGE)
+
+
 def test_a_throttling_exception_replays_to_boto3_after_the_text_before_it(server: Child):
     base = server.url
     with pytest.raises(EventStreamError) as exc:
@@ -319,12 +333,13 @@ def test_serve_strict_nulls_refuses_an_absent_field_for_a_recorded_null(tmp_path
 
 
 SHAPES = {"gemini-sse": "gemini", "gemini-crlf": "gemini", "gemini-array": "gemini",
+          "gemini-interactions": "gemini-interactions",
           "bedrock-converse": "bedrock-converse", "bedrock-throttled": "bedrock-converse",
           "bedrock-invoke": "bedrock-invoke", "cohere-chat": "cohere", "mistral-chat": "openai-chat",
           "azure-chat": "azure-openai", "assistants-run": "openai-assistants", "replicate-stream": "replicate",
           "watsonx-stream": "watsonx"}
-FINISH = {"STOP": "stop", "end_turn": "stop", "tool_use": "tool_calls", "TOOL_CALL": "tool_calls", "stop": "stop",
-          "completed": "stop", "done": "stop", "eos_token": "stop"}
+FINISH = {"STOP": "stop", "end_turn": "stop", "requires_action": "tool_calls", "tool_use": "tool_calls",
+          "TOOL_CALL": "tool_calls", "stop": "stop", "completed": "stop", "done": "stop", "eos_token": "stop"}
 RAW_FINISH = {"done": None}
 """A raw finish the stream does not spell: Replicate's ``event: done`` says ``{}`` (no reason)."""
 

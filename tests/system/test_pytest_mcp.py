@@ -27,9 +27,7 @@ pytestmark = pytest.mark.slow
 AGENT_MODULE = '''
 import asyncio
 
-import httpx
-
-from tests.support.mcp_client import session
+from tests.support.mcp_client import mcp_http_client, session
 
 
 def test_agent_over_the_url(streamtape):
@@ -41,7 +39,7 @@ def test_agent_over_the_url(streamtape):
 
 def test_agent_in_process(streamtape):
     async def main():
-        async with httpx.AsyncClient(transport=streamtape.async_transport()) as client:
+        async with mcp_http_client(streamtape.async_transport()) as client:
             return await session("http://mcp.test/mcp", http_client=client)
 
     seen = asyncio.run(main())

@@ -5,8 +5,11 @@ the others. Bytes come from ``tests/support/hosted.py``."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from streamtape import Interaction
 from streamtape.check import check
 from streamtape.diff.compare import compare
 from streamtape.shapes import analyze, detect_shape
@@ -19,6 +22,7 @@ from tests.support.hosted import (
     CONVERSE_PATH,
     EVENTSTREAM,
     GEMINI_PATH,
+    INTERACTIONS_PATH,
     INVOKE_PATH,
     JSON,
     SSE,
@@ -29,6 +33,8 @@ from tests.support.hosted import (
     gemini_array,
     gemini_chunks,
     gemini_sse,
+    interactions_events,
+    interactions_sse,
     invoke_messages,
     ix,
     j,
@@ -352,7 +358,123 @@ def test_an_assistants_run_stream_reads_text_tool_calls_and_requires_action():
     assert _codes(x) == []
 
 
-def test_an_interactions_stream_reads_text_thoughts_calls_and_usage():
+# ---- The Gemini Interactions API --------------------------------------------------------------
+
+FRAGMENTS = ('{"city": "Z', 'ürich", "unit": ', '"celsius"}')
+assert json.loads("".join(FRAGMENTS)) == ARGS
+
+
+def _interactions(events: list[dict[str, object]], path: str = INTERACTIONS_PATH) -> Interaction:
+    return ix(interactions_sse(events), path, SSE)
+
+
+def test_an_interactions_stream_reads_its_steps_text_thoughts_a_call_in_fragments_and_usage():
+    x = _interactions(interactions_events(call=("fc_1", "get_weather", FRAGMENTS)))
+    a = analyze(x)
+    assert (a.shape, a.role) == ("gemini-interactions", "assistant")
+    assert (a.text, a.reasoning) == (TEXT, "Greeting: be kind.")
+    assert a.choices[0].reasoning_signatures == ["c2lnbmF0dXJl"]
+    (call,) = a.tool_calls
+    assert (call.id, call.name, call.arguments, call.parsed) == ("fc_1", "get_weather", "".join(FRAGMENTS), ARGS)
+    assert a.finish is not None and (a.finish.reason, a.finish.raw) == ("tool_calls", "requires_action")
+    assert a.usage is not None
+    assert (a.usage.prompt_tokens, a.usage.completion_tokens, a.usage.reasoning_tokens) == (8, 6, 3)
+    assert a.done and a.errors == []
+    assert _codes(x) == []
+    assert [e.id for e in a.events if e.kind == "start"] == ["v1_ChdpbnQtMQ"]
+
+
+def test_a_text_delta_inside_a_thought_step_is_reasoning_not_answer():
+    """The live API streams a thought step's thinking as plain ``text`` deltas."""
+    events = interactions_events(["Hi"], thought=None)
+    events[2:2] = [{"event_type": "step.start", "index": 5, "step": {"type": "thought"}},
+                   {"event_type": "step.delta", "index": 5, "delta": {"type": "text", "text": "Thinking..."}},
+                   {"event_type": "step.stop", "index": 5}]
+    a = analyze(_interactions(events))
+    assert (a.text, a.reasoning) == ("Hi", "Thinking...")
+
+
+def test_a_step_start_that_carries_its_content_whole_is_read_too():
+    """``step.start`` may hold the whole step: a thought's summary and signature, a model
+    output's content, a call's arguments object."""
+    events = interactions_events([], thought=None)
+    events[2:-1] = [
+        {"event_type": "step.start", "index": 0, "step": {
+            "type": "thought", "summary": [{"type": "text", "text": "Plan."}], "signature": "c2ln"}},
+        {"event_type": "step.start", "index": 1, "step": {
+            "type": "model_output", "content": [{"type": "text", "text": "Hello"}]}},
+        {"event_type": "step.start", "index": 2, "step": {
+            "type": "function_call", "id": "fc_2", "name": "get_weather", "arguments": ARGS}}]
+    a = analyze(_interactions(events))
+    assert (a.text, a.reasoning, a.choices[0].reasoning_signatures) == ("Hello", "Plan.", ["c2ln"])
+    assert [(c.id, c.name, c.parsed) for c in a.tool_calls] == [("fc_2", "get_weather", ARGS)]
+    assert a.finish is not None and a.finish.reason == "tool_calls"  # a call was made, whatever the status
+
+
+@pytest.mark.parametrize(("status", "reason", "code"), [
+    ("completed", "stop", None),
+    ("incomplete", "length", "finish-length"),
+    ("budget_exceeded", "length", "finish-length"),
+    ("requires_continuation", "length", "finish-length"),
+    ("failed", "error", "error-event"),
+    ("cancelled", "other", None),
+])
+def test_each_final_interaction_status_is_a_finish_in_common_terms(status, reason, code):
+    x = _interactions(interactions_events(status=status))
+    a = analyze(x)
+    assert a.finish is not None and (a.finish.reason, a.finish.raw) == (reason, status)
+    codes = _codes(x)
+    assert (code is None and codes == []) or code in codes, codes
+
+
+def test_an_error_event_mid_stream_is_an_error_and_its_message_kept():
+    err = {"code": "resource_exhausted", "message": "Quota exceeded."}
+    events: list[dict[str, object]] = [*interactions_events()[:8], {"event_type": "error", "error": err}]
+    x = _interactions(events)
+    a = analyze(x)
+    assert [e.error for e in a.errors] == [err]
+    assert a.text == "Hello" and not a.done
+    assert {"error-event", "no-done"} <= set(_codes(x))
+    failed: dict[str, object] = {"event_type": "interaction.completed",
+                                 "interaction": {"id": "v1_1", "status": "failed"}}
+    a = analyze(_interactions([*events, failed]))
+    assert [e.error for e in a.errors] == [err] and a.done  # the failure is that error, not a second one
+
+
+def test_an_injected_error_fault_is_the_error_event_the_sdk_types():
+    from streamtape.shapes.faults import error_event
+    raw = error_event("gemini-interactions", "boom")
+    assert raw.startswith(b"event: error\ndata: ")
+    x = ix([*interactions_sse(interactions_events())[:8], raw], INTERACTIONS_PATH, SSE)
+    assert [e.error for e in analyze(x).errors] == [{"code": "internal", "message": "boom"}]
+
+
+def test_an_interactions_stream_cut_before_interaction_completed_has_no_final_marker():
+    x = _interactions(interactions_events()[:-1])
+    a = analyze(x)
+    assert a.text == TEXT and a.finish is None and not a.done
+    findings = {f.code: f.message for f in check(x)}
+    assert findings["no-done"] == "no final marker (interaction.completed)"
+    assert "no-finish" in findings
+
+
+def test_usage_sent_before_the_end_is_kept_when_the_completed_event_has_none():
+    events = interactions_events(["Hi"], thought=None)
+    events[-2]["usage"] = {"total_input_tokens": 4, "total_output_tokens": 1}  # the step.stop
+    del events[-1]["interaction"]["usage"]  # type: ignore[attr-defined]
+    a = analyze(_interactions(events))
+    assert a.usage is not None and (a.usage.prompt_tokens, a.usage.completion_tokens) == (4, 1)
+
+
+def test_an_interactions_stream_is_known_by_its_body_alone():
+    assert detect_shape(_interactions(interactions_events(), "/proxy/stream")) == "gemini-interactions"
+    steps_only = [e for e in interactions_events() if str(e["event_type"]).startswith("step.")]
+    assert detect_shape(_interactions(steps_only, "/proxy/stream")) == "gemini-interactions"
+
+
+def test_the_first_beta_revision_of_the_stream_is_still_read():
+    """``interaction.start``, ``content.delta`` with a whole ``function_call``, and
+    ``interaction.complete``: what the API sent before its steps."""
     def ev(t: str, **f: object) -> bytes:
         return sse({"event_type": t, **f})
     body = [ev("interaction.start", interaction={"id": "int_1", "status": "in_progress"}),
@@ -365,7 +487,7 @@ def test_an_interactions_stream_reads_text_thoughts_calls_and_usage():
                 "id": "int_1", "status": "requires_action",
                 "usage": {"total_input_tokens": 8, "total_output_tokens": 6,
                           "total_thought_tokens": 3}})]
-    x = ix(body, "/v1beta/interactions", SSE)
+    x = ix(body, INTERACTIONS_PATH, SSE)
     a = analyze(x)
     assert a.shape == "gemini-interactions" and (a.text, a.reasoning) == ("Hello", "Plan.")
     assert a.tool_calls[0].parsed == ARGS and a.done
