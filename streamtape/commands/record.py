@@ -11,7 +11,6 @@ TLS checks, and shadows.
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ import click
 
 from ..capture.credentials import Credential
 from ..capture.recorder import parse_labels
+from ..capture.upstream_error import tls_verification_failed
 from ..cassette.model import Interaction, Outcome
 from ..errors import OptionError
 from ..fmt import summary_line
@@ -183,14 +183,10 @@ def record(
 
 
 
-_TLS_VERIFY = re.compile(r"certificate verify failed|CERTIFICATE_VERIFY_FAILED|self[- ]signed certificate"
-                         r"|unable to get local issuer|hostname mismatch|certificate is not valid", re.I)
-"""How OpenSSL (through mitmproxy) words an upstream certificate it could not verify."""
+INSECURE_HINT = "--insecure records from a backend with a self-signed certificate"
+"""The way out of an upstream certificate that fails verification: in the record line, and in
+the message of the 502 the client gets (the addon's ``insecure_hint``)."""
 
-
-def tls_verification_failed(error: str | None) -> bool:
-    """The upstream's TLS certificate failed verification (not a refused or lost connection)."""
-    return bool(error) and _TLS_VERIFY.search(error or "") is not None
 
 class _Run:
     """One ``streamtape record`` run: its addon (and shadow sender), and what it says.
@@ -224,7 +220,8 @@ class _Run:
         self._printed: set[str] = set()
         """Pairs whose primary line is out: a shadow line of theirs goes out at once."""
         self.addon = RecordAddon(on_saved=self.saved, on_error=self.failed, shadow=self.sender,
-                                 on_credential=self.credential, on_lost=self.not_saved)
+                                 on_credential=self.credential, on_lost=self.not_saved,
+                                 insecure_hint=INSECURE_HINT)
         from ..serve.collector import QuietCollector
 
         # mitmproxy keeps dozens of objects per flow: a full collection while a response
@@ -241,8 +238,7 @@ class _Run:
         line = summary_line(ix)
         if ix.outcome is Outcome.UPSTREAM_ERROR and (ix.response is None or ix.response.status == 502):
             if tls_verification_failed(ix.error):
-                line += ("  [upstream TLS certificate not trusted: the client got a 502; "
-                         "--insecure records from a backend with a self-signed certificate]")
+                line += f"  [upstream TLS certificate not trusted: the client got a 502; {INSECURE_HINT}]"
             else:
                 line += "  [upstream unreachable: the client got a 502]"
         self._primary_line(ix, line)
