@@ -132,10 +132,17 @@ def uninstall() -> None:
 
 def _names() -> bool:
     """The events and the command the wrapper builds are where they were checked."""
-    import mitmproxy.proxy.layers.http as layer
-
-    names = ("SendHttp", "ResponseProtocolError", "ResponseHeaders", "ResponseData", "ResponseEndOfMessage")
-    return all(hasattr(layer, n) for n in names)
+    try:
+        from mitmproxy.proxy.layers.http import SendHttp  # noqa: F401
+        from mitmproxy.proxy.layers.http._events import (  # noqa: F401
+            ResponseData,
+            ResponseEndOfMessage,
+            ResponseHeaders,
+            ResponseProtocolError,
+        )
+    except ImportError:
+        return False
+    return True
 
 
 def _wrapped(original: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Generator[Any, Any, Any]]:
@@ -156,8 +163,7 @@ def _wrapped(original: Callable[..., Generator[Any, Any, Any]]) -> Callable[...,
             if replacement is None:
                 reply = yield command
             else:
-                for c in replacement:
-                    yield c  # non-blocking commands: their reply is None
+                yield from replacement  # non-blocking commands: their reply is None
                 reply = None
 
     setattr(handle_protocol_error, _MARK, True)
@@ -177,12 +183,12 @@ def _status(code: object) -> int | None:
 
 def _replacement(stream: Any, event: Any, command: Any) -> list[Any] | None:
     """The commands that answer the client in JSON in place of ``command``, or None to send it."""
-    from mitmproxy.proxy.layers.http import (
+    from mitmproxy.proxy.layers.http import SendHttp
+    from mitmproxy.proxy.layers.http._events import (  # where both versions define them (checked by _names)
         ResponseData,
         ResponseEndOfMessage,
         ResponseHeaders,
         ResponseProtocolError,
-        SendHttp,
     )
 
     if not (isinstance(command, SendHttp) and command.event is event and isinstance(event, ResponseProtocolError)):
