@@ -15,7 +15,6 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import click
 
@@ -36,6 +35,7 @@ from ..mitm.record_options import (
 )
 from ..shadow import ShadowPlan, ShadowTarget, build_plan
 from ..shadow.labels import SESSION_LABELS
+from ..shadow.targets import backend_url
 
 if TYPE_CHECKING:
     from ..shadow.sender import ShadowSender, TargetCounts
@@ -57,23 +57,12 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, n
 
 
-def check_upstream(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OptionError(f"--upstream {url!r}: expected an http:// or https:// URL")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise OptionError(f"--upstream {url!r}: bad port") from None
-    return url
-
-
 def proxy_spec(mode: str, upstream: str | None) -> str:
     """mitmproxy's mode for ``--mode`` and ``--upstream``: ``reverse:URL`` or ``regular``."""
     if mode == "reverse":
         if not upstream:
             raise OptionError("--upstream URL is required in reverse mode")
-        return f"reverse:{check_upstream(upstream)}"
+        return f"reverse:{backend_url('--upstream', upstream, path=False)}"
     if upstream:
         raise OptionError("--upstream is for reverse mode; regular mode proxies to any host")
     return "regular"
