@@ -115,6 +115,17 @@ def test_an_upstream_that_closes_before_its_head_is_named_so(tmp_path: Path) -> 
     assert "upstream_error (server closed connection)  [upstream unreachable: the client got a 502]" in line
 
 
+def test_a_regular_proxy_names_the_host_the_request_was_for(tmp_path: Path) -> None:
+    with refused_port() as port, recording(tmp_path / "r.tape", "--mode", "regular") as rec, \
+            httpx.Client(proxy=rec.url, timeout=10) as client:
+        r = client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={})
+        (line,) = rec.wait_lines(1)
+    assert r.status_code == 502 and r.headers["content-type"] == "application/json"
+    assert r.json()["error"]["message"].startswith(
+        f"{PROXY} could not reach the upstream http://127.0.0.1:{port}: connection refused (")
+    assert line.endswith("  [upstream unreachable: the client got a 502]")
+
+
 def test_a_response_the_upstream_began_is_still_passed_on_as_it_came(tmp_path: Path) -> None:
     """Only a request with no response head is answered by the proxy: a 503 of the
     upstream's own reaches the client as it was sent, body and all."""
