@@ -2,6 +2,7 @@
 each piece's recorded time against the upstream's own write time, beside plain mitmdump.
 
     .venv/bin/python -m bench.record_timing [--streams 1,50,100,200] [--events 100] [--gap-ms 20]
+                                            [--workers 1,2] [--capacity]
 
 The upstream (``python -m tests.support.reliability upstream``, a process of its
 own) writes ``--events`` SSE events ``--gap-ms`` apart on every stream, each
@@ -25,6 +26,12 @@ Figures: p50, p99 and max in ms per N, median of ``--runs`` runs with the range
 (the CPU and load average printed). Targets (issue 19): one stream p99 offset
 error <= 2 ms and p99 gap error <= 1 ms; 100 streams p99 offset error <= 5 ms
 with >= 99% of writes kept as their own piece.
+
+``--workers 1,2`` measures each N through ``record --workers W`` for each W.
+``--capacity`` goes up the ``--streams`` counts for each W until the target
+breaks (p99 offset error <= 5 ms and >= 99% own pieces, median of the runs) and
+prints the most streams each W recorded within it, and the ratio to one
+worker (issue 19: 2 workers at least 1.5x).
 """
 
 from __future__ import annotations
@@ -93,13 +100,17 @@ def _paths(n: int, tag: str) -> list[str]:
     return [f"/v1/chat/completions?c={tag}{i}" for i in range(n)]
 
 
-def one_run(up: str, n: int, events: int, tmp: Path, run: int) -> Figures:
+OFFSET_BOUND_MS = 5.0
+OWN_BOUND = 0.99
+
+
+def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1) -> Figures:
     tape = tmp / f"timing-{n}-{run}.tape"
     addon = tmp / "plain.py"
     addon.write_text(PLAIN_ADDON)
     bindir = Path(sys.executable).parent
     rec = start([*STREAMTAPE, "record", "--upstream", f"http://{up}", "--listen", "127.0.0.1:0",
-                 "-o", str(tape)], r"recording on (\S+:\d+)")
+                 "-o", str(tape), "--workers", str(workers)], r"recording on (\S+:\d+)")
     mitm = start([str(bindir / "mitmdump"), "-s", str(addon), "--mode", f"reverse:http://{up}",
                   "--listen-host", "127.0.0.1", "-p", "0", "--set", "flow_detail=0"], r"listening at (\S+?:\d+)")
     try:
@@ -127,22 +138,33 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=100, help="events per stream")
     ap.add_argument("--gap-ms", type=float, default=20.0, help="the upstream's gap between writes")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", default="1", help="the recorder's --workers counts, e.g. 1,2")
+    ap.add_argument("--capacity", action="store_true",
+                    help="for each --workers count, go up --streams until the 5 ms target breaks")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     a = ap.parse_args()
     counts = [int(x) for x in a.streams.split(",")]
+    worker_counts = [int(x) for x in a.workers.split(",")]
     raise_fd_limit(4 * max(counts) + 200)
     print(f"bench.record_timing: CPU {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
           f"{a.events} events {a.gap_ms:g} ms apart per stream, {a.runs} runs per N", flush=True)
     up = start([sys.executable, "-m", "tests.support.reliability", "upstream", "--events", str(a.events),
                 "--gap-ms", str(a.gap_ms)], r"upstream on (\S+:\d+)")
-    out: dict[int, list[Figures]] = {}
+    out: dict[tuple[int, int], list[Figures]] = {}
+    within: dict[int, int] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-record-timing-") as tmp:
-            for n in counts:
-                out[n] = []
-                for r in range(a.runs):
-                    print(f"N={n}: run {r + 1}/{a.runs}...", file=sys.stderr, flush=True)
-                    out[n].append(one_run(up.address, n, a.events, Path(tmp), r))
+            for w in worker_counts:
+                within[w] = 0
+                for n in counts:
+                    runs = out[w, n] = []
+                    for r in range(a.runs):
+                        print(f"workers={w} N={n}: run {r + 1}/{a.runs}...", file=sys.stderr, flush=True)
+                        runs.append(one_run(up.address, n, a.events, Path(tmp), r, w))
+                    if a.capacity:
+                        if not holds(runs):
+                            break
+                        within[w] = n
     finally:
         up.stop(signal.SIGTERM, timeout=10)
 
@@ -152,20 +174,34 @@ def main() -> None:
                           f"{max(t[k] for t in trip):.2f})" for k in range(3))
 
     print("\nms, p50 / p99 / max, median of the runs (range)")
-    for n, runs in out.items():
+    for (w, n), runs in out.items():
         shares = [f.own_share * 100 for f in runs]
-        print(f"N={n}:")
+        print(f"N={n}" + (f", {w} workers:" if w > 1 else ":"))
         print(f"  recorded gap error     {cell(runs, 'gap')}")
         print(f"  recorded offset error  {cell(runs, 'offset')}")
         print(f"  writes kept as their own piece: {statistics.median(shares):.2f}% "
               f"({min(shares):.2f}-{max(shares):.2f})")
         print(f"  client lag through streamtape record {cell(runs, 'lag_record')}")
         print(f"  client lag through plain mitmdump    {cell(runs, 'lag_mitmdump')}  (the baseline)")
+    if a.capacity:
+        print(f"\nmost streams recorded within p99 offset error <= {OFFSET_BOUND_MS:g} ms and "
+              f">= {OWN_BOUND:.0%} own pieces (of {a.streams}):")
+        one = within.get(1) or 0
+        for w, n in within.items():
+            ratio = f"  {n / one:.2f}x one worker" if w != 1 and one else ""
+            print(f"  {w} worker{'s' if w > 1 else ''}: {n}{ratio}")
     print(f"load at end {os.getloadavg()[0]:.2f}")
     if a.json:
-        print(json.dumps({n: [{"gap": _three(f.gap), "offset": _three(f.offset), "own": f.own_share,
-                               "lag_record": _three(f.lag_record), "lag_mitmdump": _three(f.lag_mitmdump)}
-                              for f in runs] for n, runs in out.items()}))
+        print(json.dumps({f"{w}x{n}": [{"gap": _three(f.gap), "offset": _three(f.offset), "own": f.own_share,
+                                        "lag_record": _three(f.lag_record), "lag_mitmdump": _three(f.lag_mitmdump)}
+                                       for f in runs] for (w, n), runs in out.items()}))
+
+
+def holds(runs: list[Figures]) -> bool:
+    """The median run is within the target: p99 offset error and the share of own pieces."""
+    p99 = statistics.median(percentile(f.offset, 99) or 0.0 for f in runs)
+    own = statistics.median(f.own_share for f in runs)
+    return p99 <= OFFSET_BOUND_MS and own >= OWN_BOUND
 
 
 if __name__ == "__main__":

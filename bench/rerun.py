@@ -3,6 +3,7 @@ stays true: each load level run by a raw socket client and by the real tool, sid
 
     .venv/bin/python -m bench.rerun [--rates 10,20,40,80,160] [--seconds 4] [--tokens 40]
                                     [--gap-ms 10] [--first-ms 20] [--users 4,16,64] [--no-locust]
+                                    [--runs 3]
 
 The backend runs in a process of its own (so its threads never take the
 measuring process's GIL): every request gets an SSE chat stream, the first
@@ -10,19 +11,25 @@ token ``--first-ms`` after the request arrived, then ``--tokens`` more
 ``--gap-ms`` apart (deadlines slept to within 2 ms and spun, as
 bench/_common.send_paced does). For each rate:
 
-- raw: a bare asyncio socket client in this process (a Protocol that writes
-  the request bytes and looks for the first token's bytes in what it reads,
-  no HTTP parser, no recording), at a fixed rate, for ``--seconds``;
+- raw: a bare asyncio socket client (a Protocol that writes the request
+  bytes and looks for the first token's bytes in what it reads, no HTTP
+  parser, no recording), at a fixed rate, for ``--seconds``, in a fresh
+  process of its own as the rerun is (``python -m bench.rerun --raw``);
 - rerun: ``streamtape rerun SESSION --rate N/s --duration S`` (a subprocess,
   the real command) on a one-request session; its TTFT is read from the
   cassette it wrote (``streamtape.stats``, as ``diff`` reads it).
 
 Both TTFTs count from the request written on an open connection to the read
 that brought the first token. A level is *held* when the rerun's TTFT p50 is
-within 1 ms of the raw client's at the same rate (and no request failed):
-the figure is the highest held rate, with the concurrent streams it meant
-(requests per second times the mean stream duration, Little's law) and the
-largest number in flight.
+within 1 ms of the raw client's at the same rate (and no request failed)
+in the median of ``--runs`` runs: the figure is the highest held rate, with
+the concurrent streams it meant (requests per second times the mean stream
+duration, Little's law) and the largest number in flight. Each run takes
+the levels in turn, and within a level the two clients take turns going
+first (raw first in even runs): the baseline used to run in this process,
+right after the previous level's rerun, and read 2-5 ms slower than the tool
+it is the baseline of now and then; a fresh process each, in alternating
+order, puts both on the same footing.
 
 Locust (``--users``): a Locust master and one worker run the shipped
 locustfile with U users, in ``split`` mode with the one request repeated
@@ -35,11 +42,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing as mp
+import os
 import platform
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,9 +90,15 @@ def _sleep_until(t: float) -> None:
         time.sleep(left - 0.002 if left > 0.002 else 0)
 
 
+_NUMBERED = re.compile(rb'"n":(\d+)')
+
+
 class Backend(ThreadedServer):
-    def __init__(self, first_s: float, tokens: int, gap_s: float) -> None:
+    def __init__(self, first_s: float, tokens: int, gap_s: float,
+                 arrivals: mp.Queue[tuple[int, float]] | None = None) -> None:
         self.first_s, self.tokens, self.gap_s = first_s, tokens, gap_s
+        self.arrivals = arrivals
+        """Where a numbered request's arrival goes: (its number, ``perf_counter``)."""
         super().__init__()
 
     def serve(self, s: socket.socket) -> None:
@@ -98,6 +114,8 @@ class Backend(ThreadedServer):
                     if not d:
                         return
                     buf += d
+                if self.arrivals is not None and (n := _NUMBERED.search(buf[:length])):
+                    self.arrivals.put((int(n.group(1)), arrived))
                 buf = buf[length:]
                 s.sendall(HEAD + _chunk(_event(None, role=True)))
                 _sleep_until(arrived + self.first_s)
@@ -112,8 +130,9 @@ class Backend(ThreadedServer):
             s.close()
 
 
-def _backend_main(q: mp.Queue[int], first_s: float, tokens: int, gap_s: float) -> None:
-    b = Backend(first_s, tokens, gap_s)
+def _backend_main(q: mp.Queue[int], first_s: float, tokens: int, gap_s: float,
+                  arrivals: mp.Queue[tuple[int, float]]) -> None:
+    b = Backend(first_s, tokens, gap_s, arrivals)
     q.put(b.port)
     while True:
         time.sleep(3600)
@@ -153,6 +172,14 @@ class _Raw(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.done.done():
             self.done.set_exception(ConnectionError("closed early"))
+
+
+def _raw(port: int, rate: float, seconds: float) -> tuple[list[int], int]:
+    """:func:`_raw_run` in a fresh process (``--raw``): its TTFTs (ns) and most in flight."""
+    cmd = [sys.executable, "-m", "bench.rerun", "--raw", str(port), f"{rate:g}", f"{seconds:g}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+    got = json.loads(r.stdout)
+    return got["ttft"], got["max"]
 
 
 async def _raw_run(port: int, rate: float, seconds: float) -> tuple[list[int], list[int], int]:
@@ -195,6 +222,46 @@ def _session(path: Path, port: int) -> Path:
     )
     save(path, [ix])
     return path
+
+
+SCHEDULE_REQUESTS = 40
+SCHEDULE_SPAN_S = 4.0
+
+
+def _schedule_session(path: Path, port: int) -> tuple[Path, list[float]]:
+    """A session of numbered requests at uneven recorded offsets (some 5 ms apart), seeded."""
+    import random
+
+    rng = random.Random(19)
+    offsets = sorted([0.0, *(rng.uniform(0, SCHEDULE_SPAN_S) for _ in range(SCHEDULE_REQUESTS - 1))])
+    ixs = [Interaction(
+        Request("POST", f"http://127.0.0.1:{port}{CHAT_PATH}", headers=(("Content-Type", "application/json"),),
+                body=BODY.replace(b'"stream":true', b'"stream":true,"n":%d' % n), started_at=1000.0 + off),
+        Response(200, "OK", headers=(("Content-Type", "text/event-stream"),)),
+        end_ns=1,
+    ) for n, off in enumerate(offsets)]
+    save(path, ixs)
+    return path, offsets
+
+
+def _schedule_errors(session: Path, offsets: list[float], out: Path, port: int, speed: float,
+                     arrivals: mp.Queue[tuple[int, float]]) -> list[float]:
+    """``rerun --speed`` of the numbered session: each request's arrival at the backend against
+    its due offset (ms, absolute), less the shift they all share (a late first send moves
+    every offset counted from it), as tests/system/test_rerun.py measures it."""
+    if out.exists():
+        out.unlink()
+    cmd = [*STREAMTAPE, "rerun", str(session), "--upstream", f"http://127.0.0.1:{port}", "-o", str(out),
+           "--speed", f"{speed:g}"]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    got: dict[int, float] = {}
+    while len(got) < len(offsets):
+        n, t = arrivals.get(timeout=30)
+        got[n] = t
+    t0 = min(got.values())
+    diffs = [(got[n] - t0) * 1000 - off * 1000 / speed for n, off in enumerate(offsets)]
+    shift = statistics.median(diffs)
+    return [abs(d - shift) for d in diffs]
 
 
 @dataclass
@@ -271,7 +338,46 @@ def _locust(session: Path, tmp: Path, port: int, users: int, seconds: float,
     return len(ok) / span if span else 0.0, pct(ttft, 50) / 1e6, float(failed)
 
 
+def _median_range(xs: list[float], fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]"
+
+
+@dataclass
+class Level:
+    rps: float
+    streams: float
+    in_flight: int
+    raw_p50: float
+    rerun_p50: float
+    failed: int
+    cost_us: float | None
+
+    @property
+    def delta(self) -> float:
+        return self.rerun_p50 - self.raw_p50
+
+
+def _level(session: Path, tmp: Path, port: int, rate: float, seconds: float, raw_first: bool) -> Level:
+    def raw() -> tuple[list[int], int]:
+        return _raw(port, rate, seconds)
+
+    def rerun() -> RerunResult:
+        return _rerun(session, tmp / "out.tape", port, rate, seconds)
+
+    if raw_first:
+        (raw_ttft, raw_max), rr = raw(), rerun()
+    else:
+        rr = rerun()
+        raw_ttft, raw_max = raw()
+    streams = rr.rps * (sum(rr.e2e) / len(rr.e2e) / 1e9) if rr.e2e else 0.0
+    return Level(rr.rps, streams, raw_max, pct(raw_ttft, 50) / 1e6, pct(rr.ttft, 50) / 1e6, rr.failed, rr.cost_us)
+
+
 def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--raw":  # the baseline client, in a process of its own
+        ttft, _, most = asyncio.run(_raw_run(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])))
+        print(json.dumps({"ttft": ttft, "max": most}))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="10,20,40,80,160")
     ap.add_argument("--seconds", type=float, default=4.0)
@@ -280,56 +386,88 @@ def main() -> None:
     ap.add_argument("--first-ms", type=float, default=20.0)
     ap.add_argument("--users", default="4,16,64")
     ap.add_argument("--no-locust", action="store_true")
+    ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     q: mp.Queue[int] = mp.Queue()
-    proc = mp.Process(target=_backend_main, args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000),
-                      daemon=True)
+    arrivals: mp.Queue[tuple[int, float]] = mp.Queue()
+    proc = mp.Process(target=_backend_main,
+                      args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000, arrivals), daemon=True)
     proc.start()
     port = q.get(timeout=10)
-    print(f"CPU: {cpu_name()}; backend: first token {args.first_ms:g} ms, {args.tokens} more "
-          f"{args.gap_ms:g} ms apart; {args.seconds:g} s per level")
-    held: tuple[float, float, int] | None = None
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; backend: first token "
+          f"{args.first_ms:g} ms, {args.tokens} more {args.gap_ms:g} ms apart; {args.seconds:g} s per level; "
+          f"median of {args.runs} runs [range]", flush=True)
+    rates = [float(r) for r in args.rates.split(",")]
+    users_list = [int(u) for u in args.users.split(",")]
     try:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             session = _session(tmp / "session.tape", port)
-            print(f"{'rate/s':>7} {'rps':>7} {'streams':>8} {'max':>5} {'raw p50':>9} {'rerun p50':>10} "
-                  f"{'delta':>8} {'cost/piece':>11}  held")
-            for rate in (float(r) for r in args.rates.split(",")):
-                raw_ttft, _, raw_max = asyncio.run(_raw_run(port, rate, args.seconds))
-                rr = _rerun(session, tmp / "out.tape", port, rate, args.seconds)
-                raw_p50, rr_p50 = pct(raw_ttft, 50) / 1e6, pct(rr.ttft, 50) / 1e6
-                delta = rr_p50 - raw_p50
-                streams = rr.rps * (sum(rr.e2e) / len(rr.e2e) / 1e9) if rr.e2e else 0.0
-                ok = abs(delta) <= 1.0 and rr.failed == 0
-                cost = f"{rr.cost_us:.1f} µs" if rr.cost_us is not None else "-"
-                print(f"{rate:7g} {rr.rps:7.1f} {streams:8.1f} {raw_max:5d} {raw_p50:7.2f}ms {rr_p50:8.2f}ms "
-                      f"{delta:+7.2f}ms {cost:>11}  {'yes' if ok else 'no'}")
+            numbered, offsets = _schedule_session(tmp / "numbered.tape", port)
+            print(f"\nthe schedule: {SCHEDULE_REQUESTS} requests at their recorded offsets over "
+                  f"{SCHEDULE_SPAN_S:g} s, arrival at the backend against the due offset (ms, p50 / p99 / max)")
+            for speed in (1.0, 2.0):
+                trips = []
+                for _ in range(args.runs):
+                    errs = _schedule_errors(numbered, offsets, tmp / "sched.tape", port, speed, arrivals)
+                    trips.append((pct(errs, 50), pct(errs, 99), max(errs)))
+                print(f"  --speed {speed:g}: " + " / ".join(_median_range([t[k] for t in trips])
+                                                          for k in range(3)))
+            print()
+            levels: dict[float, list[Level]] = {r: [] for r in rates}
+            for run in range(args.runs):
+                for rate in rates:
+                    print(f"run {run + 1}/{args.runs}: {rate:g}/s...", file=sys.stderr, flush=True)
+                    levels[rate].append(_level(session, tmp, port, rate, args.seconds, raw_first=run % 2 == 0))
+            print(f"{'rate/s':>7} {'rps':>18} {'streams':>18} {'raw p50 ms':>18} {'rerun p50 ms':>18} "
+                  f"{'delta ms':>20} {'cost/piece µs':>20}  held")
+            held: tuple[float, float, int] | None = None
+            for rate, got in levels.items():
+                delta = statistics.median(lv.delta for lv in got)
+                ok = abs(delta) <= 1.0 and sum(lv.failed for lv in got) == 0
+                costs = [lv.cost_us for lv in got if lv.cost_us is not None]
+                print(f"{rate:7g} {_median_range([lv.rps for lv in got], '{:.1f}'):>18} "
+                      f"{_median_range([lv.streams for lv in got], '{:.1f}'):>18} "
+                      f"{_median_range([lv.raw_p50 for lv in got]):>18} "
+                      f"{_median_range([lv.rerun_p50 for lv in got]):>18} "
+                      f"{_median_range([lv.delta for lv in got], '{:+.2f}'):>20} "
+                      f"{(_median_range(costs, '{:.0f}') if costs else '-'):>20}  {'yes' if ok else 'no'}")
                 if ok:
-                    held = (rr.rps, streams, raw_max)
+                    held = (statistics.median(lv.rps for lv in got), statistics.median(lv.streams for lv in got),
+                            max(lv.in_flight for lv in got))
             if held is not None:
-                print(f"rerun holds TTFT within 1 ms of the raw client up to {held[0]:.1f} req/s, "
+                print(f"rerun holds TTFT p50 within 1 ms of the raw client up to {held[0]:.1f} req/s, "
                       f"{held[1]:.1f} concurrent streams (max {held[2]} in flight)")
             else:
                 print("rerun held TTFT within 1 ms of the raw client at no level measured")
             if args.no_locust:
                 return
-            print(f"{'users':>7} {'rps':>7} {'raw p50':>9} {'locust p50':>11} {'delta':>8}  held")
+            print(f"{'users':>7} {'rps':>18} {'raw p50 ms':>18} {'locust p50 ms':>18} {'delta ms':>20}  held")
             lheld = None
-            for users in (int(u) for u in args.users.split(",")):
-                stream_s = (args.first_ms + args.tokens * args.gap_ms) / 1000
-                got = _locust(session, tmp, port, users, args.seconds, stream_s)
-                if got is None:
+            stream_s = (args.first_ms + args.tokens * args.gap_ms) / 1000
+            for users in users_list:
+                rows: list[tuple[float, float, float]] = []
+                failed = 0
+                for run in range(args.runs):
+                    print(f"run {run + 1}/{args.runs}: locust {users} users...", file=sys.stderr, flush=True)
+                    got_l = _locust(session, tmp, port, users, args.seconds, stream_s)
+                    if got_l is None:
+                        continue
+                    rps, lp50, failures = got_l
+                    raw_ttft, _ = _raw(port, max(rps, 1.0), args.seconds)
+                    rows.append((rps, pct(raw_ttft, 50) / 1e6, lp50))
+                    failed += int(failures)
+                if not rows:
                     print(f"{users:7d} (locust gave no statistics)")
                     continue
-                rps, lp50, failures = got
-                raw_ttft, _, _ = asyncio.run(_raw_run(port, max(rps, 1.0), args.seconds))
-                raw_p50 = pct(raw_ttft, 50) / 1e6
-                delta = lp50 - raw_p50
-                ok = abs(delta) <= 1.0 and failures == 0
-                print(f"{users:7d} {rps:7.1f} {raw_p50:7.2f}ms {lp50:9.2f}ms {delta:+7.2f}ms  {'yes' if ok else 'no'}")
+                deltas = [lp - rp for _, rp, lp in rows]
+                delta = statistics.median(deltas)
+                ok = abs(delta) <= 1.0 and failed == 0
+                print(f"{users:7d} {_median_range([r for r, _, _ in rows], '{:.1f}'):>18} "
+                      f"{_median_range([rp for _, rp, _ in rows]):>18} {_median_range([lp for _, _, lp in rows]):>18} "
+                      f"{_median_range(deltas, '{:+.2f}'):>20}  {'yes' if ok else 'no'}")
                 if ok:
-                    lheld = (rps, users)
+                    lheld = (statistics.median(r for r, _, _ in rows), users)
             print(f"one Locust worker holds TTFT within 1 ms of the raw client up to {lheld[0]:.1f} req/s "
                   f"({lheld[1]} users, each one stream at a time)" if lheld else
                   "one Locust worker held TTFT within 1 ms at no level measured")

@@ -111,32 +111,53 @@ PROVIDER_FILES = {
     "mistral.tape": ["mistral-chat"],
     "azure-openai.tape": ["azure-chat"],
     "openai-assistants.tape": ["assistants-run"],
+    "replicate.tape": ["replicate-stream"],
+    "watsonx.tape": ["watsonx-stream"],
 }
 """Each hosted format's example cassette and the streams it holds."""
 
 
 def providers(only: list[str] | None = None) -> None:
-    """Each cassette of :data:`PROVIDER_FILES` (or only the files named)."""
+    """Each cassette of :data:`PROVIDER_FILES` (or only the files named). A stream whose SDK
+    follows an absolute URL (Replicate) or takes HTTPS only (watsonx.ai) is recorded with
+    the recorder as a regular proxy (``--mode regular --all``; for HTTPS its CA trusted and
+    the self-signed upstream accepted with ``--insecure``), as ``provider_sdks.REGULAR_MODE``
+    says; every other one through the reverse proxy."""
+    import tempfile
+
     from tests.support import provider_sdks as sdks
     from tests.support import providers as scripted
+    from tests.support.servers import self_signed_tls
 
     streams = scripted.streams()
-    with scripted.upstream(gap=0.02) as up:
+    confdir = Path(tempfile.mkdtemp(prefix="streamtape-mitm-"))
+    with scripted.upstream(gap=0.02) as up, scripted.upstream(gap=0.02, tls=self_signed_tls()) as tls_up:
         for name, held in PROVIDER_FILES.items():
             if only and name not in only:
                 continue
             out = HERE / name
             out.unlink(missing_ok=True)
-            with recording(out, "--label", "source=tests/support/providers.py", upstream=up.url) as rec:
+            regular = all(s in sdks.REGULAR_MODE for s in held)
+            https = all(s in sdks.HTTPS_ONLY for s in held)
+            base = tls_up.url if https else up.url
+            args = ["--label", "source=tests/support/providers.py"]
+            if regular:
+                args += ["--mode", "regular", "--all"]
+            if https:
+                args += ["--insecure", "--confdir", str(confdir)]
+            with recording(out, *args, upstream=None if regular else up.url) as rec:
                 for stream in held:
+                    target = (sdks.Target(base=base, proxy=rec.url,
+                                          ca=str(confdir / "mitmproxy-ca-cert.pem") if https else None)
+                              if regular else sdks.Target(base=rec.url))
                     try:
-                        answer = sdks.call(stream, sdks.Target(base=rec.url))
+                        answer = sdks.call(stream, target)
                         print(f"{name} {stream}: {answer.text!r} ({answer.finish})")
                     except Exception as e:  # the throttled stream ends in the SDK's exception
                         if streams[stream].error is None:
                             raise
                         print(f"{name} {stream}: {type(e).__name__}: {e}")
-                rec.wait_lines(len(held))
+                rec.wait_lines(sum(1 + len(streams[s].before) for s in held))
 
 
 def max_tokens(url: str) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -122,6 +123,9 @@ def mitm_options(flags: Mapping[str, Any], confdir: str | None, insecure: bool) 
               help="How long a shadow may take to answer in full.")
 @click.option("--shadow-loop", type=click.Choice(["thread", "proxy"]), default="thread", hidden=True,
               help="Where shadow requests run (proxy: on the proxy's own event loop; for bench/shadow_overhead.py).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), metavar="N",
+              help="Record with N proxy processes sharing the listening port (Linux), one core each; "
+                   "their recordings are joined into the one cassette at the end.")
 def record(
     upstream: str | None,
     listen: str,
@@ -136,6 +140,7 @@ def record(
     shadow_max_in_flight: int,
     shadow_timeout: float,
     shadow_loop: str,
+    workers: int,
     **flags: Any,
 ) -> None:
     """Record streaming responses through a proxy into a cassette.
@@ -149,6 +154,12 @@ def record(
     B's answer is recorded beside the upstream's (labels backend, pair, role);
     `streamtape diff session.tape` compares the pairs. The client gets the
     upstream's answer exactly as without shadows.
+
+    With --workers N, N proxies share the port (the kernel spreads connections
+    over them), each writing its finished recordings to OUT.workerK as it goes;
+    at Ctrl-C they are joined into OUT in the order they started. A run that is
+    killed leaves the OUT.workerK files, each a cassette, and the next run on
+    OUT joins them in first.
     """
     # ``flags``: the recording flags (recording_flags), by option name.
     # Every check that needs no proxy comes first: fail before starting anything.
@@ -165,10 +176,72 @@ def record(
     # (of the ones every `streamtape` run registers) needs it.
     from ..mitm.proxy import run_proxy
 
-    run = _Run(flags[option.OUT.name], upstream, plan, own_thread=shadow_loop == "thread")
     options = mitm_options(flags, confdir, insecure)
+    out = flags[option.OUT.name]
+    if workers > 1:
+        _record_with_workers(workers, out, upstream, plan, spec, host, port, options,
+                             own_thread=shadow_loop == "thread")
+        return
+    run = _Run(out, upstream, plan, own_thread=shadow_loop == "thread")
     asyncio.run(run_proxy(spec, host, port, [run.addon], on_running=run.running, options=options))
     run.stopped()
+
+
+def _record_with_workers(
+    count: int, out: str, upstream: str | None, plan: ShadowPlan | None, spec: str,
+    host: str, port: int, options: Mapping[str, object], *, own_thread: bool,
+) -> None:
+    """``record --workers N``: N recorders on one port (:func:`~streamtape.serve.workers.run_workers`),
+    each into its part of the cassette, joined into ``out`` once they stop."""
+    from ..cassette.lock import hold
+    from ..mitm.proxy import run_proxy
+    from ..serve.workers import Seat, run_workers
+    from . import _parts
+
+    def warn(line: str) -> None:
+        click.echo(line, err=True)
+
+    # The parent holds the cassette's lock for the whole run, so no other writer
+    # appends to it between the start and the join (the workers inherit the hold
+    # and never release it: it goes when the parent lets go).
+    lock = hold(out, 0, shared=True)
+    try:
+        folded = _parts.join(out, warn)
+        if folded:
+            warn(f"streamtape: joined {_parts.said(folded)} left in worker files of an earlier run "
+                 f"into {out}")
+
+        def body(seat: Seat) -> dict[str, int]:
+            part = _parts.path(out, seat.index)
+            run = _Run(part, upstream, plan, own_thread=own_thread, echo=seat.log, warn=seat.warn,
+                       on_ready=lambda addrs: seat.ready(f"{addrs[0][0]}:{addrs[0][1]}"))
+            asyncio.run(run_proxy(spec, host, seat.port, [run.addon], on_running=run.running,
+                                  options={**options, option.OUT.name: part},
+                                  reuse_port=True, tcp_only=seat.index > 0,
+                                  lifeline=seat.lifeline))
+            return run.finish().counts()
+
+        try:
+            counts = run_workers(
+                count, host, port, body, on_line=click.echo, on_warning=warn,
+                on_ready=lambda addr: announce(warn, [_address(addr)], upstream, plan, out, count),
+            )
+        finally:
+            # Whatever ended the run, every recording a worker finished ends up in ``out``.
+            joined = _parts.join(out, warn)
+    finally:
+        lock.release()
+    totals = Totals()
+    for c in counts:
+        totals.add(c, plan)
+    per = " + ".join(str(c.get("saved", 0)) for c in counts)
+    extra = "" if joined == totals.saved else f"; {_parts.said(joined)} joined from the worker files"
+    say_totals(totals, out, warn, detail=f" (by {count} workers: {per}{extra})")
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
 
 
 
@@ -186,10 +259,21 @@ class _Run:
     at once, the proxy goes on serving, and the exit status is 1.
     """
 
-    def __init__(self, out: str, upstream: str | None, plan: ShadowPlan | None, *, own_thread: bool) -> None:
+    def __init__(
+        self, out: str, upstream: str | None, plan: ShadowPlan | None, *, own_thread: bool,
+        echo: Callable[[str], None] = click.echo,
+        warn: Callable[[str], None] = lambda line: click.echo(line, err=True),
+        on_ready: Callable[[list[tuple[str, int]]], None] | None = None,
+    ) -> None:
         from ..mitm.record import RecordAddon  # late: mitmproxy (see record)
 
         self.out = out
+        self.echo = echo
+        """Where a recording's line goes (stdout; a worker's pipe to the parent)."""
+        self.warn = warn
+        """Where the other lines go (stderr; a worker's pipe to the parent)."""
+        self.on_ready = on_ready or self.announce
+        """Called once the proxy listens (the address line, or a worker's ready message)."""
         self.upstream = upstream
         self.plan = plan
         self.failures: list[str] = []  # before the proxy ran: a bad option
@@ -259,7 +343,7 @@ class _Run:
         pair = self._pair_of(ix)
         with self._lines_lock:
             if pair is None:
-                click.echo(line)
+                self.echo(line)
                 return
             self._primaries[pair] = line
             if not self._print_if_whole(pair):
@@ -272,7 +356,7 @@ class _Run:
         pair = self._pair_of(ix)
         with self._lines_lock:
             if pair is None or pair in self._printed:
-                click.echo(line)  # its pair went out without it (it came late)
+                self.echo(line)  # its pair went out without it (it came late)
                 return
             self._groups.setdefault(pair, []).append(line)
             self._print_if_whole(pair)
@@ -292,7 +376,7 @@ class _Run:
             timer.cancel()
         primary = self._primaries.pop(pair, None)
         for line in ([primary] if primary is not None else []) + self._groups.pop(pair, []):
-            click.echo(line)
+            self.echo(line)
         if primary is not None:
             self._printed.add(pair)
 
@@ -313,7 +397,7 @@ class _Run:
         message = naming_the_flag(message)  # the addon names the option; the user typed the flag
         if self.addon.recorder is not None:
             # Already recording: say it now, and keep proxying for the app.
-            click.echo(f"streamtape: error: {message}", err=True)
+            self.warn(f"streamtape: error: {message}")
             self.lost.append(message)
         else:
             self.failures.append(message)
@@ -321,7 +405,7 @@ class _Run:
     def credential(self, c: Credential) -> None:
         from ..mitm.record import credential_warning  # late: mitmproxy (see record)
 
-        click.echo(f"streamtape: warning: {credential_warning(c, f'{option.REDACT_FIELDS.flag} ')}", err=True)
+        self.warn(f"streamtape: warning: {credential_warning(c, f'{option.REDACT_FIELDS.flag} ')}")
 
     # -- start and end ---------------------------------------------------------------
 
@@ -329,30 +413,84 @@ class _Run:
         if self.failures:
             return
         self.collector.start()
-        where = ", ".join(f"{h}:{p}" for h, p in addrs)
-        target = f"-> {self.upstream}" if self.upstream else "(regular HTTP(S) proxy)"
-        click.echo(f"streamtape: recording on {where} {target}, appending to {self.out}", err=True)
-        if self.plan is not None:
-            names = ", ".join(f"{t.name} ({t.url})" for t in self.plan.targets)
-            click.echo(f"streamtape: shadows: {names}", err=True)
-        click.echo("streamtape: Ctrl-C to stop", err=True)
+        self.on_ready(addrs)
 
-    def stopped(self) -> None:
-        """After the proxy: the option error, or the totals (exit status 1 if recordings were lost)."""
+    def announce(self, addrs: list[tuple[str, int]]) -> None:
+        announce(self.warn, addrs, self.upstream, self.plan, self.out)
+
+    def finish(self) -> Totals:
+        """After the proxy: the option error (raised), or what was saved and lost."""
         self.collector.stop()
         if self.failures:
             raise OptionError(self.failures[0])
         self.flush_pairs()
-        n = self.addon.saved
-        sys.stdout.flush()
-        if self.sender is not None:
-            for c in self.sender.counts.values():
-                click.echo(f"streamtape: shadow {c.name}: {shadow_counts(c)}", err=True)
-        saved = f"{n} interaction{'s' if n != 1 else ''} saved to {self.out}"
-        if self.lost:
-            click.echo(f"streamtape: stopped; {saved}, {self.addon.lost} could not be written", err=True)
-            sys.exit(1)
-        click.echo(f"streamtape: stopped; {saved}", err=True)
+        shadows = list(self.sender.counts.values()) if self.sender is not None else []
+        lost = (self.addon.lost or len(self.lost)) if self.lost else 0
+        return Totals(self.addon.saved, lost, shadows)
+
+    def stopped(self) -> None:
+        """After the proxy: the option error, or the totals (exit status 1 if recordings were lost)."""
+        say_totals(self.finish(), self.out, self.warn)
+
+
+@dataclass
+class Totals:
+    """What a run (or a worker of one) recorded."""
+
+    saved: int = 0
+    lost: int = 0
+    """Finished recordings the cassette could not take."""
+    shadows: list[TargetCounts] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """As a worker sends them to the parent (flat counts)."""
+        out = {"saved": self.saved, "lost": self.lost}
+        for n, c in enumerate(self.shadows):
+            for key, value in asdict(c).items():
+                if isinstance(value, int):
+                    out[f"shadow.{n}.{key}"] = value
+        return out
+
+    def add(self, counts: Mapping[str, int], plan: ShadowPlan | None) -> None:
+        """Add a worker's :meth:`counts`."""
+        from ..shadow.sender import TargetCounts  # late: shadows only
+
+        self.saved += counts.get("saved", 0)
+        self.lost += counts.get("lost", 0)
+        if plan is None:
+            return
+        if not self.shadows:
+            self.shadows = [TargetCounts(t.name) for t in plan.targets]
+        for n, c in enumerate(self.shadows):
+            for key in asdict(c):
+                if (value := counts.get(f"shadow.{n}.{key}")) is not None:
+                    setattr(c, key, getattr(c, key) + value)
+
+
+def announce(warn: Callable[[str], None], addrs: list[tuple[str, int]], upstream: str | None,
+             plan: ShadowPlan | None, out: str, workers: int = 1) -> None:
+    """The lines that say the recorder listens."""
+    where = ", ".join(f"{h}:{p}" for h, p in addrs)
+    target = f"-> {upstream}" if upstream else "(regular HTTP(S) proxy)"
+    many = f" with {workers} workers" if workers > 1 else ""
+    warn(f"streamtape: recording on {where} {target}{many}, appending to {out}")
+    if plan is not None:
+        names = ", ".join(f"{t.name} ({t.url})" for t in plan.targets)
+        warn(f"streamtape: shadows: {names}")
+    warn("streamtape: Ctrl-C to stop")
+
+
+def say_totals(totals: Totals, out: str, warn: Callable[[str], None], detail: str = "") -> None:
+    """The closing lines (exit status 1 if recordings were lost)."""
+    sys.stdout.flush()
+    for c in totals.shadows:
+        warn(f"streamtape: shadow {c.name}: {shadow_counts(c)}")
+    n = totals.saved
+    saved = f"{n} interaction{'s' if n != 1 else ''} saved to {out}{detail}"
+    if totals.lost:
+        warn(f"streamtape: stopped; {saved}, {totals.lost} could not be written")
+        sys.exit(1)
+    warn(f"streamtape: stopped; {saved}")
 
 
 def _shadow_plan(

@@ -7,6 +7,17 @@ master is made inside a running loop; the bound port is read in the
 client a 502 instead of nothing; on shutdown the listener and the open
 connections are closed, or in-flight streams print CancelledError tracebacks;
 bind errors, which mitmproxy only logs, become one :class:`OptionError`.
+
+``record --workers N`` runs N of these proxies on one port (``reuse_port``):
+mitmproxy binds with ``asyncio.start_server(handler, host, port)`` in
+``mitmproxy.proxy.mode_servers`` (11.0 and 12.x alike) and has no option for
+``SO_REUSEPORT``, so a worker, a process streamtape owns, gives that module an
+``asyncio`` whose ``start_server`` asks for it (:func:`_share_the_port`).
+Nothing else in mitmproxy changes, and a process that is not a worker never
+gets it. A reverse proxy to an ``https://`` upstream also listens on UDP for
+HTTP/3, through ``mitmproxy_rs``, which cannot share a port: the first worker
+keeps it, and the others listen on TCP only (``tcp_only``: their parsed mode,
+which mitmproxy caches per spec, says ``tcp`` instead of ``both``).
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from mitmproxy.options import Options
 from mitmproxy.tools.dump import DumpMaster
@@ -33,6 +45,10 @@ async def run_proxy(
     addons: Sequence[object],
     on_running: Callable[[list[tuple[str, int]]], None] | None = None,
     options: Mapping[str, object] | None = None,
+    *,
+    reuse_port: bool = False,
+    tcp_only: bool = False,
+    lifeline: int | None = None,
 ) -> None:
     """Run mitmproxy in this process until SIGINT/SIGTERM (or ``master.shutdown()``).
 
@@ -40,7 +56,17 @@ async def run_proxy(
     ``on_running`` gets the bound addresses (each once) after every addon's
     ``running`` hook: the proxy listens and the addons are ready for requests.
     Raises :class:`OptionError` when the address cannot be bound.
+
+    ``reuse_port``: listen with ``SO_REUSEPORT``, beside other processes on the
+    same port (a worker of ``record --workers``); ``tcp_only``: no UDP
+    (HTTP/3) listener beside it, which another worker has. ``lifeline``: a file
+    descriptor whose readability (its writer, the parent, is gone) stops the
+    proxy as a signal would.
     """
+    if reuse_port:
+        _share_the_port()
+    if tcp_only:
+        _tcp_only(mode)
     opts = Options(listen_host=listen_host, listen_port=listen_port, mode=[mode])
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
     # mitmproxy's errorcheck prints its own "Error logged during startup" line
@@ -79,6 +105,8 @@ async def run_proxy(
     )
     for sig in signals:
         loop.add_signal_handler(sig, master.shutdown)
+    if lifeline is not None:
+        loop.add_reader(lifeline, master.shutdown)
     # Bind errors are logged by mitmproxy's proxyserver addon; catch them.
     handler = _ErrorCollector()
     logging.getLogger("mitmproxy").addHandler(handler)
@@ -90,10 +118,46 @@ async def run_proxy(
         logging.getLogger("mitmproxy").removeHandler(handler)
         for sig in signals:
             loop.remove_signal_handler(sig)
+        if lifeline is not None:
+            loop.remove_reader(lifeline)
         await _close_connections(master)
     if bind_error or (handler.errors and not master.addons.get("proxyserver").listen_addrs()):
         detail = handler.errors[0] if handler.errors else bind_error[0]
         raise OptionError(f"cannot start the proxy on {listen_host}:{listen_port}: {detail}")
+
+
+class _ReusePortAsyncio:
+    """The ``asyncio`` module as ``mode_servers`` sees it in a worker: the same, except
+    that ``start_server`` binds with ``SO_REUSEPORT``."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    async def start_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:
+        kwargs.setdefault("reuse_port", True)
+        server: asyncio.Server = await self._real.start_server(*args, **kwargs)
+        return server
+
+
+def _share_the_port() -> None:
+    """Make mitmproxy's TCP listeners in this process bind with ``SO_REUSEPORT``."""
+    from mitmproxy.proxy import mode_servers
+
+    real = getattr(mode_servers, "asyncio")  # noqa: B009 - not among its exported names
+    if not isinstance(real, _ReusePortAsyncio):
+        setattr(mode_servers, "asyncio", _ReusePortAsyncio(real))  # noqa: B010
+
+
+def _tcp_only(spec: str) -> None:
+    """Make mitmproxy's mode for ``spec`` listen on TCP alone in this process."""
+    from mitmproxy.proxy.mode_specs import ProxyMode
+
+    mode = ProxyMode.parse(spec)  # the instance mitmproxy gets for the spec: parse is cached
+    if mode.transport_protocol == "both":
+        object.__setattr__(mode, "transport_protocol", "tcp")
 
 
 class _ErrorCollector(logging.Handler):

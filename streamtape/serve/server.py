@@ -54,6 +54,7 @@ from ..wire import (
     response_head,
 )
 from .guard import answer_and_close, drain_within, stalled_note
+from .links import Relinker, is_json_body, recorded_origins
 from .player import Player, Prepared, Stop, reset
 from .request import CLIENT_TIMEOUT_S, MAX_BODY, MAX_HEAD, BadRequest, HTTPRequest, read_request
 from .sources import cassette_files
@@ -270,6 +271,7 @@ class ReplayServer:
         self._profiles: dict[str, Profile] = {}
         self._schedules: dict[tuple[int, int, int], tuple[Profile, Interaction, Schedule]] = {}
         self._prepared: dict[tuple[int, Framing], tuple[Schedule, Prepared]] = {}
+        self._relinker: Relinker | None = None
         self._count = 0
         self.playing = 0
         """Responses being played right now (the collector waits for none)."""
@@ -293,6 +295,7 @@ class ReplayServer:
         if sources and matcher.sources is None:
             matcher.sources = list(sources)
         self._set_where(list(sources or [None] * len(matcher.interactions)))
+        self._relinker = None
 
     @property
     def received(self) -> list[dict[str, Any]]:
@@ -506,6 +509,7 @@ class ReplayServer:
             return refuse(self.no_match_status, ServeOutcome.NO_MATCH, e, ErrorType.NO_MATCH)
         n, source = self._where[index] if index < len(self._where) else (index, None)
         served = _Served(n, source, profile.text)
+        ix = self._relink(ix, req)
         self.stats.served += 1
 
         if ix.websocket is not None and profile.fault(FaultKind.STATUS) is None:
@@ -593,6 +597,21 @@ class ReplayServer:
             return None
         n = int(index)
         return n if n < len(self.matcher.interactions) else None
+
+    def _relink(self, ix: Interaction, req: HTTPRequest) -> Interaction:
+        """``ix`` with the absolute URLs of its JSON body that name a recorded origin
+        pointed at the origin this request reached (:mod:`streamtape.serve.links`). The
+        recorded origins are read on the first JSON answer only (a cassette of streams alone
+        never reads every request for them)."""
+        if not is_json_body(ix):
+            return ix
+        if self._relinker is None:
+            ixs = self.matcher.interactions
+            requests = getattr(ixs, "requests", None)
+            self._relinker = Relinker(recorded_origins(
+                requests() if callable(requests) else (i.request for i in ixs)))
+        host = req.header("host")
+        return self._relinker.relink(ix, f"http://{host}" if host else self.url)
 
     def _url(self, req: HTTPRequest) -> str:
         if "://" in req.target:

@@ -31,6 +31,11 @@ Signals: SIGINT and SIGTERM stop the parent, which stops the workers
 (SIGTERM) and waits for their last lines; a worker that dies on its own
 ends the whole server with an error, so a half-served port never goes
 unnoticed. Linux only (``SO_REUSEPORT`` balancing and ``fork``).
+
+The process machinery (:func:`run_workers`: fork, the reserved port, the
+pipes, the lifeline, the supervision) knows nothing of replay: ``record
+--workers`` runs N mitmproxy recorders on it the same way
+(:mod:`streamtape.commands.record`).
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ if TYPE_CHECKING:
 
     from .server import ReplayServer
 
-__all__ = ["WorkerSetup", "WorkersResult", "run_server", "serve_workers"]
+__all__ = ["Seat", "WorkerSetup", "WorkersResult", "run_server", "run_workers", "serve_workers"]
 
 _STOP_TIMEOUT_S = 10.0
 
@@ -70,7 +75,9 @@ class _Kind(IntEnum):
     """What a message on a worker's pipe carries."""
 
     LINE = 1
-    """A log line."""
+    """A log line (for the parent's stdout)."""
+    ERR_LINE = 5
+    """A line for the parent's stderr."""
     READY = 2
     """The worker listens (payload: its URL)."""
     ERROR = 3
@@ -80,6 +87,33 @@ class _Kind(IntEnum):
 
 
 _HEAD = struct.Struct("!BI")
+
+
+@dataclass(frozen=True)
+class Seat:
+    """What a worker process of :func:`run_workers` is given, in the child."""
+
+    index: int
+    port: int
+    """The port every worker listens on (already chosen when the option was 0)."""
+    numbers: Callable[[], int]
+    """The next number of a counter shared by all workers."""
+    log: Callable[[str], None]
+    """Sends a line to the parent's stdout (whole: never mixed with another worker's)."""
+    warn: Callable[[str], None]
+    """Sends a line to the parent's stderr."""
+    ready: Callable[[str], None]
+    """Says the worker listens (at this URL or address); call it once."""
+    lifeline: int
+    """The read end of a pipe only the parent holds open: readable (end of file) once
+    the parent is gone, even killed; a worker stops then."""
+
+
+WorkerBody = Callable[[Seat], dict[str, int]]
+"""A worker's whole work, run in the forked child: it serves until SIGINT, SIGTERM or the
+lifeline's end, and returns its counts (sent to the parent). A
+:class:`~streamtape.errors.StreamtapeError` it raises before it is ready ends the run
+with that error."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +154,9 @@ class _Pipe:
     def line(self, text: str) -> None:
         self.send(_Kind.LINE, text)
 
+    def err_line(self, text: str) -> None:
+        self.send(_Kind.ERR_LINE, text)
+
 
 def _counter(value: Synchronized[int]) -> Callable[[], int]:
     def next_number() -> int:
@@ -157,23 +194,21 @@ async def run_server(
 
 
 def _worker(
-    index: int, port: int, folder: str, counter: Synchronized[int], pipe: _Pipe, lifeline: int,
-    build: Callable[[WorkerSetup], ReplayServer], close_fds: Sequence[int],
+    index: int, port: int, counter: Synchronized[int], pipe: _Pipe, lifeline: int,
+    body: WorkerBody, close_fds: Sequence[int],
 ) -> None:
     """A worker's whole life, in the forked child."""
     for fd in close_fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    setup = WorkerSetup(index, port, _counter(counter), SharedJournal(folder, index), pipe.line)
+    seat = Seat(index, port, _counter(counter), pipe.line, pipe.err_line,
+                lambda url: pipe.send(_Kind.READY, url), lifeline)
     try:
-        server = build(setup)
-        asyncio.run(run_server(server, lambda: pipe.send(_Kind.READY, server.url),
-                               lifeline=lifeline))
+        stats = body(seat)
     except StreamtapeError as e:
         pipe.send(_Kind.ERROR, str(e))
         sys.exit(2)
-    st = server.stats
-    pipe.send(_Kind.STATS, json.dumps({"served": st.served, "no_match": st.no_match}))
+    pipe.send(_Kind.STATS, json.dumps(stats))
 
 
 def _reserve(host: str, port: int) -> socket.socket:
@@ -217,7 +252,7 @@ def serve_workers(
     on_line: Callable[[str], None],
     on_ready: Callable[[str], None],
 ) -> WorkersResult:
-    """Run ``count`` workers on ``host:port`` until SIGINT or SIGTERM.
+    """Run ``count`` replay servers on ``host:port`` until SIGINT or SIGTERM.
 
     ``build`` makes a worker's server from its :class:`WorkerSetup` (in the
     worker, after the fork; it must pass ``port``, ``reuse_port=True``,
@@ -226,11 +261,49 @@ def serve_workers(
     listen. A worker that cannot start raises its :class:`~streamtape.errors.OptionError`
     here; one that dies raises :class:`~streamtape.errors.WorkerError`.
     """
+    folder = tempfile.mkdtemp(prefix="streamtape-journal-")
+
+    def body(seat: Seat) -> dict[str, int]:
+        setup = WorkerSetup(seat.index, seat.port, seat.numbers, SharedJournal(folder, seat.index), seat.log)
+        server = build(setup)
+        asyncio.run(run_server(server, lambda: seat.ready(server.url), lifeline=seat.lifeline))
+        return {"served": server.stats.served, "no_match": server.stats.no_match}
+
+    try:
+        counts = run_workers(count, host, port, body, on_line=on_line, on_warning=on_line,
+                             on_ready=on_ready)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result = WorkersResult()
+    for st in counts:
+        result.served += st.get("served", 0)
+        result.no_match += st.get("no_match", 0)
+        result.per_worker.append(st.get("served", 0))
+    return result
+
+
+def run_workers(
+    count: int,
+    host: str,
+    port: int,
+    body: WorkerBody,
+    *,
+    on_line: Callable[[str], None],
+    on_warning: Callable[[str], None],
+    on_ready: Callable[[str], None],
+) -> list[dict[str, int]]:
+    """Fork ``count`` workers that each run ``body`` listening on ``host:port`` (with
+    ``SO_REUSEPORT``), until SIGINT or SIGTERM; returns each worker's counts, in order.
+
+    ``on_line`` and ``on_warning`` get the workers' stdout and stderr lines,
+    ``on_ready`` the first worker's URL once all are ready. A worker that cannot
+    start raises its :class:`~streamtape.errors.OptionError` here; one that dies
+    raises :class:`~streamtape.errors.WorkerError`.
+    """
     if not sys.platform.startswith("linux"):
         raise OptionError("--workers needs Linux (SO_REUSEPORT spreads connections over workers)")
     holder = _reserve(host, port)
     port = holder.getsockname()[1]
-    folder = tempfile.mkdtemp(prefix="streamtape-journal-")
     ctx = multiprocessing.get_context("fork")
     counter: Synchronized[int] = ctx.Value("Q", 0)
     # The workers read the lifeline; only the parent writes it (never does): when the
@@ -245,12 +318,12 @@ def serve_workers(
             r, w = os.pipe()
             keep_out = [holder.fileno(), r, life_w, *(c.fd for c in children)]
             proc = ctx.Process(target=_worker,
-                               args=(i, port, folder, counter, _Pipe(w), life_r, build, keep_out),
+                               args=(i, port, counter, _Pipe(w), life_r, body, keep_out),
                                name=f"streamtape-worker-{i}")
             proc.start()
             os.close(w)
             children.append(_Child(i, proc, r))
-        return asyncio.run(_supervise(children, on_line, on_ready))
+        return asyncio.run(_supervise(children, on_line, on_warning, on_ready))
     finally:
         for c in children:
             if c.process.is_alive():
@@ -261,12 +334,12 @@ def serve_workers(
         holder.close()
         os.close(life_r)
         os.close(life_w)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def _supervise(
-    children: list[_Child], on_line: Callable[[str], None], on_ready: Callable[[str], None]
-) -> WorkersResult:
+    children: list[_Child], on_line: Callable[[str], None], on_warning: Callable[[str], None],
+    on_ready: Callable[[str], None],
+) -> list[dict[str, int]]:
     """The parent's loop: relay lines, announce readiness, stop the workers on a signal."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -292,6 +365,8 @@ async def _supervise(
             del child.buffer[: _HEAD.size + n]
             if kind == _Kind.LINE:
                 on_line(text)
+            elif kind == _Kind.ERR_LINE:
+                on_warning(text)
             elif kind == _Kind.READY:
                 child.ready = text
                 changed.set()
@@ -348,10 +423,4 @@ async def _supervise(
                 loop.remove_reader(c.fd)
     if failure is not None:
         raise failure
-    result = WorkersResult()
-    for c in children:
-        st = c.stats or {}
-        result.served += st.get("served", 0)
-        result.no_match += st.get("no_match", 0)
-        result.per_worker.append(st.get("served", 0))
-    return result
+    return [c.stats or {} for c in children]

@@ -14,7 +14,14 @@ real ones, unchanged, configured the way their docs say to reach another endpoin
 - cohere: ``cohere.ClientV2(api_key=..., base_url=..., httpx_client=...)``;
 - mistralai: ``Mistral(api_key=..., server_url=..., client=...)``;
 - openai: ``openai.AzureOpenAI(azure_endpoint=..., api_key=..., api_version=...,
-  http_client=...)``.
+  http_client=...)``;
+- replicate: ``replicate.Client(api_token=..., base_url=..., headers=..., transport=...)``,
+  then ``client.stream(model, input=...)``: it creates the prediction and follows its
+  absolute ``urls.stream``. ``proxy`` (the recorder in regular mode) is how a recording
+  catches that second request: the URL names the API's host, not a reverse proxy's.
+- ibm-watsonx-ai: ``Credentials(url=..., api_key=..., platform_url=..., auth_url=...)``,
+  ``APIClient(credentials, project_id=..., httpx_client=...)``, ``ModelInference(model_id=...,
+  api_client=...)``: https URLs only, so through a proxy (``proxy``, ``ca``) or a transport.
 
 The Gemini JSON array has no SDK that reads it streamed: it is read with httpx
 and ``json``, as the REST docs show.
@@ -23,6 +30,7 @@ and ``json``, as the REST docs show.
 from __future__ import annotations
 
 import json
+import ssl
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -41,9 +49,14 @@ COHERE_KEY = "co-test-key"
 MISTRAL_KEY = "mistral-test-key"
 AZURE_KEY = "azure-test-key"
 OPENAI_KEY = "sk-test-assistants-key"
+REPLICATE_TOKEN = "r8_TEST-not-a-real-token"
+WATSONX_KEY = "wx-test-api-key"
 
-SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY, OPENAI_KEY)
-"""What must never reach a cassette."""
+SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY, OPENAI_KEY,
+           REPLICATE_TOKEN)
+"""What must never reach a cassette. (:data:`WATSONX_KEY` is not yet among them: the IAM token
+call sends it in a form body, ``apikey=...``, which redaction does not read; see the strict
+xfail in tests/system/test_providers.py.)"""
 
 TOOLS_COHERE = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city",
@@ -70,6 +83,10 @@ class Target:
     profile: str | None = None
     transport: Any = None
     """A :class:`streamtape.ReplayTransport` (httpx and httpx2 clients alike), or None."""
+    proxy: str | None = None
+    """An HTTP proxy every request goes through (``streamtape record --mode regular``), or None."""
+    ca: str | None = None
+    """A CA file the client trusts (the proxy's, for HTTPS through it), or None."""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -254,6 +271,43 @@ def assistants_run(t: Target) -> Answer:
     return ans
 
 
+def replicate_stream(t: Target) -> Answer:
+    from replicate.client import Client
+
+    client = Client(api_token=REPLICATE_TOKEN, base_url=t.base, headers=dict(t.headers),
+                              transport=t.transport, proxy=t.proxy)
+    ans = Answer()
+    for ev in client.stream(P.REPLICATE_MODEL, input={"prompt": PROMPT}):
+        if ev.event.value == "output":
+            ans.text += str(ev)
+        elif ev.event.value == "done":
+            ans.finish = ev.event.value
+    return ans
+
+
+def watsonx_stream(t: Target) -> Answer:
+    """``ModelInference.generate_text_stream`` with ``raw_response=True`` (the results, with the
+    stop reason). The SDK takes https URLs only; ``auth_url`` and ``platform_url`` point the
+    IAM token and project calls at ``t.base`` too, and its ``httpx_client`` carries the proxy,
+    the CA, the profile header or the replay transport."""
+    from ibm_watsonx_ai import APIClient, Credentials
+    from ibm_watsonx_ai.foundation_models import ModelInference
+
+    base = t.base if t.transport is None else "https://watsonx.test"  # any https URL: no socket
+    creds = Credentials(url=base, api_key=WATSONX_KEY, platform_url=base, auth_url=f"{base}/identity/token")
+    verify = ssl.create_default_context(cafile=t.ca) if t.ca else True
+    http = httpx.Client(transport=t.transport, headers=t.headers, timeout=30, verify=verify, proxy=t.proxy)
+    client = APIClient(creds, project_id=P.WATSONX_PROJECT, httpx_client=http)
+    model = ModelInference(model_id=P.WATSONX_MODEL, api_client=client, max_retries=0)
+    ans = Answer()
+    for doc in model.generate_text_stream(prompt=PROMPT, raw_response=True):
+        for r in doc["results"]:
+            ans.text += r.get("generated_text", "")
+            if r.get("stop_reason") not in (None, "not_finished"):
+                ans.finish = r["stop_reason"]
+    return ans
+
+
 CALLS = {
     "gemini-sse": lambda t: gemini(t, P.GEMINI_MODEL),
     "gemini-crlf": lambda t: gemini(t, P.VERTEX_MODEL),
@@ -265,15 +319,25 @@ CALLS = {
     "mistral-chat": mistral_chat,
     "azure-chat": azure_chat,
     "assistants-run": assistants_run,
+    "replicate-stream": replicate_stream,
+    "watsonx-stream": watsonx_stream,
 }
 """Each stream's SDK call, by stream name."""
 
 HTTPX_SDKS = ("gemini-sse", "gemini-crlf", "gemini-array", "cohere-chat", "mistral-chat", "azure-chat",
-              "assistants-run")
+              "assistants-run", "replicate-stream", "watsonx-stream")
 """The streams whose client talks through httpx or httpx2 (boto3 does not: botocore's urllib3)."""
 
 HTTPX2_STREAMS = ("gemini-sse", "gemini-crlf", "mistral-chat", "azure-chat", "assistants-run")
 """The streams whose SDK is built on httpx2 (installed on Python 3.12+ only)."""
+
+HTTPS_ONLY = ("watsonx-stream",)
+"""The streams whose SDK takes https URLs only: scripted on a TLS upstream, recorded through the
+recorder as a regular proxy (its CA trusted), replayed by ``streamtape serve --proxy``."""
+
+REGULAR_MODE = ("replicate-stream", *HTTPS_ONLY)
+"""The streams recorded through the recorder as a regular proxy (:attr:`Target.proxy`): their
+SDK follows an absolute URL from a first response, which a reverse proxy never sees."""
 
 
 def call(name: str, t: Target) -> Answer:

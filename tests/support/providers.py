@@ -20,7 +20,14 @@ assemble from it (written down here beside the bytes, not computed by streamtape
   the first chunk's empty ``choices`` and ``prompt_filter_results`` and a
   ``content_filter_results`` per choice (``openai.AzureOpenAI``);
 - ``assistants-run``: an OpenAI Assistants run stream, ``POST /v1/threads/{id}/runs``
-  (``openai.OpenAI().beta.threads.runs.stream``).
+  (``openai.OpenAI().beta.threads.runs.stream``);
+- ``watsonx-stream``: watsonx.ai ``/ml/v1/text/generation_stream`` SSE, after the IAM
+  token, the project and the model specs (``ibm_watsonx_ai.ModelInference``), on HTTPS
+  only (the SDK refuses any other URL);
+- ``replicate-stream``: Replicate's plain-text SSE (``event: output`` with the text
+  itself, ``id:`` on every event, ``event: done``), at the prediction's ``urls.stream``:
+  ``POST /v1/models/{owner}/{name}/predictions`` first answers the prediction, whose
+  ``urls`` are ABSOLUTE URLs on this server (``replicate.stream``).
 
 :func:`upstream` serves them all from one :class:`~tests.support.servers.ScriptedServer`,
 each at its own path, one HTTP chunk per event, :data:`GAP` seconds apart.
@@ -33,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import ssl
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +93,9 @@ class Stream:
     error: str | None = None
     """The exception a stream ends in (``bedrock-throttled``), or None."""
     headers: tuple[tuple[str, str], ...] = field(default=())
+    before: tuple[tuple[str, Handler], ...] = ()
+    """(path, handler) of the calls the SDK makes before the stream, in order: each one
+    interaction of a recording, before the stream's own (Replicate's prediction)."""
 
     @property
     def body(self) -> bytes:
@@ -344,6 +355,88 @@ def assistants_events() -> list[bytes]:
 
 
 # --------------------------------------------------------------------------
+# Replicate
+
+
+REPLICATE_MODEL = "meta/meta-llama-3-8b-instruct"
+REPLICATE_PREDICTION = "ufawqhfynnddngldkgtslldrkq"
+
+
+def replicate_events() -> list[bytes]:
+    """The stream as Replicate sends it: ``event``, then ``id`` (the SDK drops an event
+    without one), then the text itself as ``data``; ``event: done`` with ``{}`` last."""
+    out = [f"event: output\nid: 1733100000:{i}\ndata: {w}\n\n".encode() for i, w in enumerate(WORDS)]
+    out.append(f"event: done\nid: 1733100000:{len(WORDS)}\ndata: {{}}\n\n".encode())
+    return out
+
+
+def replicate_prediction(origin: str) -> dict[str, object]:
+    """The prediction ``POST .../predictions`` answers (status ``starting``), its ``urls``
+    absolute on ``origin`` (Replicate names its own hosts there)."""
+    base = f"{origin}/v1/predictions/{REPLICATE_PREDICTION}"
+    return {"id": REPLICATE_PREDICTION, "model": REPLICATE_MODEL, "version": "dp-4d2b1c2e0f3a",
+            "input": {"prompt": "Say hello"}, "logs": "", "output": None, "data_removed": False,
+            "error": None, "status": "starting", "created_at": "2026-12-02T10:00:00.000Z",
+            "urls": {"cancel": f"{base}/cancel", "get": base, "stream": f"{base}/stream",
+                     "web": f"https://replicate.com/p/{REPLICATE_PREDICTION}"}}
+
+
+def _replicate_create(req: Received, c: Conn) -> None:
+    """201 with the prediction as one Content-Length JSON body, its URLs on the origin the
+    request named (``Host``), as a server that knows its public address writes them."""
+    body = _json(replicate_prediction(f"http://{req.header('host')}")).encode()
+    c.head(201, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], "Created")
+    c.raw(body)
+
+
+# --------------------------------------------------------------------------
+# IBM watsonx.ai
+
+
+WATSONX_MODEL = "ibm/granite-3-8b-instruct"
+WATSONX_PROJECT = "0f3c7a2e-5b1d-4c8e-9a6f-2d4b8e1c7a90"
+WATSONX_TOKEN = "eyJhbGciOiJub25lIn0.eyJleHAiOjQxMDI0NDQ4MDAsImlhbV9pZCI6IklCTWlkLXRlc3QifQ."
+"""The IAM access token the scripted token endpoint hands out (unsigned, expiring in 2100)."""
+
+
+def watsonx_events() -> list[bytes]:
+    """``/ml/v1/text/generation_stream`` as watsonx.ai writes it: ``id``, ``event: message``
+    and one ``results`` object per event, counts so far, ``stop_reason`` last."""
+    out: list[bytes] = []
+    for i, w in enumerate(WORDS):
+        last = i == len(WORDS) - 1
+        doc = {"model_id": WATSONX_MODEL, "model_version": "1.1.0", "created_at": "2026-12-02T10:00:00.000Z",
+               "results": [{"generated_text": w, "generated_token_count": i + 1, "input_token_count": 3,
+                            "stop_reason": "eos_token" if last else "not_finished"}]}
+        out.append(f"id: {i + 1}\nevent: message\ndata: {_json(doc)}\n\n".encode())
+    return out
+
+
+def _json_answer(doc: dict[str, object]) -> Handler:
+    def handle(req: Received, c: Conn) -> None:
+        body = _json(doc).encode()
+        c.head(200, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        c.raw(body)
+
+    return handle
+
+
+WATSONX_BEFORE: tuple[tuple[str, Handler], ...] = (
+    ("/identity/token", _json_answer({"access_token": WATSONX_TOKEN, "refresh_token": "not_supported",
+                                      "token_type": "Bearer", "expires_in": 3600, "expiration": 4102444800,
+                                      "scope": "ibm openid"})),
+    (f"/v2/projects/{WATSONX_PROJECT}", _json_answer({
+        "metadata": {"guid": WATSONX_PROJECT}, "entity": {"name": "streamtape", "storage": {"type": "assetfiles"},
+                                                          "compute": [], "type": "wx"}})),
+    ("/ml/v1/foundation_model_specs", _json_answer({"total_count": 1, "limit": 200, "resources": [
+        {"model_id": WATSONX_MODEL, "label": "granite-3-8b-instruct", "provider": "IBM",
+         "functions": [{"id": "text_generation"}, {"id": "text_chat"}]}]})),
+)
+"""What ``ModelInference(...).generate_text_stream`` asks first, in order: an IAM token
+(``POST /identity/token``, the API key in a form body), the project, the model specs."""
+
+
+# --------------------------------------------------------------------------
 # All of them
 
 
@@ -376,6 +469,11 @@ def streams() -> dict[str, Stream]:
                tuple(azure_events()), finish="stop"),
         Stream("assistants-run", f"/v1/threads/{ASSISTANTS_THREAD}/runs", SSE, tuple(assistants_events()),
                finish="completed"),
+        Stream("replicate-stream", f"/v1/predictions/{REPLICATE_PREDICTION}/stream", SSE,
+               tuple(replicate_events()), finish="done",
+               before=((f"/v1/models/{REPLICATE_MODEL}/predictions", _replicate_create),)),
+        Stream("watsonx-stream", "/ml/v1/text/generation_stream", SSE, tuple(watsonx_events()),
+               finish="eos_token", before=WATSONX_BEFORE),
     ]
     return {s.name: s for s in items}
 
@@ -390,6 +488,10 @@ def handler(stream: Stream, gap: float = GAP) -> Handler:
     return handle
 
 
-def upstream(gap: float = GAP) -> ScriptedServer:
-    """One server answering every stream of :func:`streams` at its path (not started)."""
-    return ScriptedServer({s.path: handler(s, gap) for s in streams().values()})
+def upstream(gap: float = GAP, tls: ssl.SSLContext | None = None) -> ScriptedServer:
+    """One server answering every stream of :func:`streams` at its path (not started); over
+    HTTPS with ``tls`` (the HTTPS-only SDKs')."""
+    routes = {s.path: handler(s, gap) for s in streams().values()}
+    for s in streams().values():
+        routes.update(s.before)
+    return ScriptedServer(routes, tls=tls)

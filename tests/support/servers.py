@@ -121,6 +121,10 @@ class ScriptedServer:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        # shutdown first: close() alone leaves the port accepting while the accept thread
+        # is blocked in accept() (Linux), so a client could still reach a "gone" server.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
 
     def _accept(self) -> None:
