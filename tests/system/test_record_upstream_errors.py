@@ -115,6 +115,17 @@ def test_an_upstream_that_closes_before_its_head_is_named_so(tmp_path: Path) -> 
     assert "upstream_error (server closed connection)  [upstream unreachable: the client got a 502]" in line
 
 
+def test_every_worker_of_record_workers_answers_in_json(tmp_path: Path) -> None:
+    with refused_port() as port, \
+            recording(tmp_path / "w.tape", "--workers", "2", upstream=f"http://127.0.0.1:{port}") as rec:
+        with httpx.Client(timeout=10) as client:  # new connections: the kernel spreads them over the workers
+            seen = [client.post(rec.url + "/v1/chat/completions", json={}, headers={"Connection": "close"})
+                    for _ in range(6)]
+        rec.wait_lines(6)
+    assert {(r.status_code, r.headers["content-type"]) for r in seen} == {(502, "application/json")}
+    assert all(r.json()["error"]["type"] == "streamtape_upstream_error" for r in seen)
+
+
 def test_a_regular_proxy_names_the_host_the_request_was_for(tmp_path: Path) -> None:
     with refused_port() as port, recording(tmp_path / "r.tape", "--mode", "regular") as rec, \
             httpx.Client(proxy=rec.url, timeout=10) as client:
