@@ -36,7 +36,8 @@ HAR export) uses this module, so a rule of the protocol is written down once:
   1xx, 204 and 304 responses have no body at all.
 * **Reason phrases** come from :class:`http.HTTPStatus` alone
   (:func:`reason_phrase`), ``""`` for a code it does not know.
-* **Error bodies** the replayer invents (no match, bad profile, bad request)
+* **Error bodies** the replayer invents (no match, bad profile, bad request),
+  and the recording proxy's answer when the upstream could not be reached,
   are JSON in the error shape of the API the request's path belongs to, with
   the explanation in the field its SDKs print (:func:`error_body`) and the
   ``type`` from :class:`ErrorType`; they go out with :data:`ERROR_HEADERS`.
@@ -117,11 +118,14 @@ class Framing(StrEnum):
 
 
 class ErrorType(StrEnum):
-    """The ``error.type`` of an error body the replayer invents."""
+    """The ``error.type`` of an error body streamtape invents."""
 
     NO_MATCH = "streamtape_no_match"
     BAD_PROFILE = "streamtape_bad_profile"
     BAD_REQUEST = "streamtape_bad_request"
+    UPSTREAM_ERROR = "streamtape_upstream_error"
+    """The recording proxy's 502 when the upstream could not be reached or sent no
+    response head (:mod:`streamtape.mitm.error_answer`)."""
 
 
 NO_MATCH_STATUS = 422

@@ -13,7 +13,9 @@ proxy, and every driver records the same way.
 - :mod:`.redaction`: what is redacted at record time (headers, query
   parameters, JSON body fields), on by default;
 - :mod:`.credentials`: values that look like credentials where no rule
-  redacts them (a warning names each one).
+  redacts them (a warning names each one);
+- :mod:`.upstream_error`: the sentence a client gets when the upstream gave
+  no response (refused, unresolvable, an untrusted certificate, closed early).
 """
 
 from .recorder import Recorder, Redaction

@@ -11,18 +11,17 @@ TLS checks, and shadows.
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import click
 
 from ..capture.credentials import Credential
 from ..capture.recorder import parse_labels
+from ..capture.upstream_error import tls_verification_failed
 from ..cassette.model import Interaction, Outcome
 from ..errors import OptionError
 from ..fmt import summary_line
@@ -37,6 +36,7 @@ from ..mitm.record_options import (
 )
 from ..shadow import ShadowPlan, ShadowTarget, build_plan
 from ..shadow.labels import SESSION_LABELS
+from ..shadow.targets import backend_url
 
 if TYPE_CHECKING:
     from ..shadow.sender import ShadowSender, TargetCounts
@@ -58,23 +58,12 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, n
 
 
-def check_upstream(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OptionError(f"--upstream {url!r}: expected an http:// or https:// URL")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise OptionError(f"--upstream {url!r}: bad port") from None
-    return url
-
-
 def proxy_spec(mode: str, upstream: str | None) -> str:
     """mitmproxy's mode for ``--mode`` and ``--upstream``: ``reverse:URL`` or ``regular``."""
     if mode == "reverse":
         if not upstream:
             raise OptionError("--upstream URL is required in reverse mode")
-        return f"reverse:{check_upstream(upstream)}"
+        return f"reverse:{backend_url('--upstream', upstream, path=False)}"
     if upstream:
         raise OptionError("--upstream is for reverse mode; regular mode proxies to any host")
     return "regular"
@@ -256,14 +245,10 @@ def _address(text: str) -> tuple[str, int]:
 
 
 
-_TLS_VERIFY = re.compile(r"certificate verify failed|CERTIFICATE_VERIFY_FAILED|self[- ]signed certificate"
-                         r"|unable to get local issuer|hostname mismatch|certificate is not valid", re.I)
-"""How OpenSSL (through mitmproxy) words an upstream certificate it could not verify."""
+INSECURE_HINT = "--insecure records from a backend with a self-signed certificate"
+"""The way out of an upstream certificate that fails verification: in the record line, and in
+the message of the 502 the client gets (the addon's ``insecure_hint``)."""
 
-
-def tls_verification_failed(error: str | None) -> bool:
-    """The upstream's TLS certificate failed verification (not a refused or lost connection)."""
-    return bool(error) and _TLS_VERIFY.search(error or "") is not None
 
 class _Run:
     """One ``streamtape record`` run: its addon (and shadow sender), and what it says.
@@ -308,7 +293,8 @@ class _Run:
         self._printed: set[str] = set()
         """Pairs whose primary line is out: a shadow line of theirs goes out at once."""
         self.addon = RecordAddon(on_saved=self.saved, on_error=self.failed, shadow=self.sender,
-                                 on_credential=self.credential, on_lost=self.not_saved)
+                                 on_credential=self.credential, on_lost=self.not_saved,
+                                 insecure_hint=INSECURE_HINT)
         from ..serve.collector import QuietCollector
 
         # mitmproxy keeps dozens of objects per flow: a full collection while a response
@@ -325,8 +311,7 @@ class _Run:
         line = summary_line(ix)
         if ix.outcome is Outcome.UPSTREAM_ERROR and (ix.response is None or ix.response.status == 502):
             if tls_verification_failed(ix.error):
-                line += ("  [upstream TLS certificate not trusted: the client got a 502; "
-                         "--insecure records from a backend with a self-signed certificate]")
+                line += f"  [upstream TLS certificate not trusted: the client got a 502; {INSECURE_HINT}]"
             else:
                 line += "  [upstream unreachable: the client got a 502]"
         self._primary_line(ix, line)

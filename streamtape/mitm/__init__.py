@@ -5,6 +5,9 @@
   around :class:`streamtape.capture.Recorder`;
 - :mod:`.websocket`: the recording addon's WebSocket hooks;
 - :mod:`.faults`: upstream resets passed on to the client as resets;
+- :mod:`.error_answer`: the recording addon's JSON 502 for a request the
+  upstream gave no response to, in place of mitmproxy's HTML page (a narrow,
+  fail-safe wrap of mitmproxy's protocol-error handler, and why);
 - :mod:`.replay`: :class:`~.replay.ReplayAddon`, replay through mitmproxy
   (``mitmdump -s addons/replay.py``, ``serve --proxy``), and
   :mod:`.direct`, its fast path (matched connections handed to the replay

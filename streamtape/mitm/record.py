@@ -61,12 +61,14 @@ from mitmproxy.proxy.tunnel import TunnelLayer
 from ..capture.credentials import Credential
 from ..capture.mcp import is_mcp_exchange
 from ..capture.recorder import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
+from ..capture.upstream_error import upstream_error_message
 from ..cassette.model import Interaction, Outcome, Request
 from ..cassette.records import Record
 from ..cassette.writer import BackgroundWriter
 from ..errors import CassetteError, OptionError, StreamtapeError
 from ..fmt import summary_line
 from ..wire import UPSTREAM_RESET
+from . import error_answer
 from . import record_options as option
 from .faults import pass_reset_on, upstream_reset
 from .options import FailLoudly
@@ -98,6 +100,18 @@ def credential_warning(c: Credential, option: str = "--set streamtape_redact_fie
 def _span_ns(start: float | None, end: float | None) -> int | None:
     """Nanoseconds between two of mitmproxy's wall-clock stamps (None if either is missing)."""
     return None if start is None or end is None else max(0, round((end - start) * 1e9))
+
+
+INSECURE_HINT = "--set ssl_insecure=true records from a server with a self-signed certificate"
+"""How to accept an upstream certificate that fails verification, in mitmdump's words (the default
+``insecure_hint``; ``streamtape record`` names its ``--insecure``)."""
+
+
+def upstream_of(flow: http.HTTPFlow) -> str:
+    """The upstream a flow's request went to, as ``scheme://host:port``."""
+    r = flow.request
+    host = f"[{r.host}]" if ":" in r.host else r.host
+    return f"{r.scheme}://{host}:{r.port}"
 
 
 HEAD_WORK_AFTER_S = 0.05
@@ -154,6 +168,13 @@ class RecordAddon(FailLoudly):
     mitmproxy running with the addon silently inactive. ``on_credential``
     gets each request body field that looks like a credential, once per field
     (by default a warning in mitmproxy's log, :func:`credential_warning`).
+
+    A request the upstream never answered (refused, unresolvable, a certificate
+    that fails verification, closed before the response head) is recorded as
+    ``upstream_error`` with mitmproxy's message, and its client gets the 502 as
+    a JSON error body in its API's shape that names the upstream and the cause
+    (:mod:`streamtape.mitm.error_answer`), not mitmproxy's HTML page; for a
+    certificate, the message ends with ``insecure_hint`` (None: no hint).
     """
 
     activity = "recording"
@@ -166,8 +187,11 @@ class RecordAddon(FailLoudly):
         on_credential: Callable[[Credential], None] | None = None,
         on_saved: Callable[[Interaction], None] | None = None,
         on_lost: Callable[[Interaction], None] | None = None,
+        insecure_hint: str | None = INSECURE_HINT,
     ) -> None:
         super().__init__(on_error)
+        self.insecure_hint = insecure_hint
+        self._answering = False  # error_answer is installed: upstream errors are answered in JSON
         self.on_finished = on_finished
         self.on_saved = on_saved
         self.on_lost = on_lost
@@ -203,6 +227,8 @@ class RecordAddon(FailLoudly):
     # -- options -------------------------------------------------------------
 
     def load(self, loader: Loader) -> None:
+        if not self._answering:
+            self._answering = error_answer.install()
         for o in RECORD_OPTIONS:  # declared in streamtape.mitm.record_options, with their flags
             loader.add_option(o.name, o.typespec, o.mitm_default, o.help)
 
@@ -526,7 +552,19 @@ class RecordAddon(FailLoudly):
             # say which it was, and reset the client's connection as the upstream did.
             pass_reset_on(flow)
             msg = f"{UPSTREAM_RESET}: {msg}"
-        self._finish(flow, outcome_of(flow), msg)
+        outcome = outcome_of(flow)
+        if outcome is Outcome.UPSTREAM_ERROR:
+            self._answer(flow, msg)
+        self._finish(flow, outcome, msg)
+
+    def _answer(self, flow: http.HTTPFlow, msg: str) -> None:
+        """Have the client of a recorded flow with no response told, in JSON, why
+        (:mod:`.error_answer`). Only once its whole request was read: mitmproxy closes
+        an HTTP/1 connection whose request was still coming in after its page."""
+        rec = self.recorder
+        if not self._answering or rec is None or not rec.has(flow.id) or flow.request.timestamp_end is None:
+            return
+        error_answer.answer(flow, upstream_error_message(upstream_of(flow), msg, insecure_hint=self.insecure_hint))
 
     def _finish(self, flow: http.HTTPFlow, outcome: Outcome, error: str | None) -> None:
         if self.recorder is None:
@@ -554,6 +592,9 @@ class RecordAddon(FailLoudly):
     # -- shutdown ------------------------------------------------------------
 
     def done(self) -> None:
+        if self._answering:
+            self._answering = False
+            error_answer.uninstall()
         self._accepting = True
         if self._started is not None:
             self._started.set()

@@ -162,7 +162,9 @@ class ProxyRecorder:
                 streamtape_unmatched="passthrough",
                 streamtape_filter=REPLAY_HEADER_FILTER,
             )
-        self._addons.append(RecordAddon(on_finished=self.recorded.append, on_error=self._on_error))
+        # insecure_hint=None: the plugin has no switch to accept an upstream's self-signed certificate.
+        self._addons.append(RecordAddon(on_finished=self.recorded.append, on_error=self._on_error,
+                                        insecure_hint=None))
         addons = [*self._addons, self._watch]
         self._thread = threading.Thread(
             target=self._run, args=(addons, options), name="streamtape-recorder", daemon=True

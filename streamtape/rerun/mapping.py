@@ -62,7 +62,7 @@ def parse_map(headers: Sequence[str] = (), model: str | None = None, paths: Sequ
 
 def build_target(upstream: str, name: str, request_map: RequestMap) -> ShadowTarget:
     """The new backend as the shadow rewrite knows one."""
-    url = backend_url("--upstream", upstream, no_query="takes no query or fragment")
+    url = backend_url("--upstream", upstream)
     return ShadowTarget.at(url, name, request_map.headers, request_map.model, request_map.paths)
 
 

@@ -121,10 +121,16 @@ def _netloc(url: str) -> str:
     return urlsplit(url).netloc.rpartition("@")[2]
 
 
-def backend_url(option: str, url: str, *, no_query: str = "a shadow URL takes no query or fragment") -> str:
+def backend_url(option: str, url: str, *, path: bool = True) -> str:
     """A backend's URL as given to ``option`` (``http://`` put before a bare HOST:PORT);
-    :class:`OptionError` for another scheme, no host, a bad port, or a query or fragment
-    (``no_query`` is what the error says of that). The shadow's and the rerun's one check."""
+    :class:`OptionError`, naming the flag the user typed, for another scheme, no host, a
+    bad port, a query or fragment, or (``path=False``) a path.
+
+    The one check of a backend URL a user gives: ``record --upstream`` (an origin:
+    mitmproxy's reverse mode fronts a whole server and takes no path, and would stop
+    with a traceback on one), ``record --shadow`` and ``rerun --upstream`` (a path is
+    the prefix each request's path goes under).
+    """
     parts = urlsplit(_with_scheme(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise OptionError(f"{option} {url!r}: expected an http:// or https:// URL (or HOST:PORT)")
@@ -133,7 +139,10 @@ def backend_url(option: str, url: str, *, no_query: str = "a shadow URL takes no
     except ValueError:
         raise OptionError(f"{option} {url!r}: bad port") from None
     if parts.query or parts.fragment:
-        raise OptionError(f"{option} {url!r}: {no_query}")
+        raise OptionError(f"{option} {url!r}: takes no query or fragment")
+    if not path and parts.path not in ("", "/"):
+        raise OptionError(f"{option} {url!r}: takes no path; give scheme://host[:port] "
+                          "(each request keeps its own path)")
     return _with_scheme(url)
 
 

@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from tests.support.builders import CHAT_BODY
 
@@ -343,6 +345,26 @@ def self_signed_pem(host: str = "127.0.0.1") -> str:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     return f.name
+
+
+class PreferH2(ssl.SSLContext):
+    """A client TLS context that offers h2 before http/1.1, as browsers and curl do.
+
+    httpcore offers ``["http/1.1", "h2"]``; a server picks its own favourite,
+    but mitmproxy, as a client's peer, honours the client's order and would
+    answer HTTP/1.1. (``http1=False`` is no way out through a proxy: httpx
+    would then speak HTTP/2 to the proxy for the CONNECT too.)
+    """
+
+    def set_alpn_protocols(self, alpn_protocols: Any) -> None:
+        super().set_alpn_protocols(sorted(alpn_protocols, key=lambda p: p != "h2"))
+
+
+def trusting(confdir: Path) -> PreferH2:
+    """A client TLS context that trusts a recorder's CA (in ``confdir``) and offers h2 first."""
+    ctx = PreferH2(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(str(confdir / "mitmproxy-ca-cert.pem"))
+    return ctx
 
 
 # ---------------------------------------------------------------------------

@@ -259,17 +259,25 @@ def test_recording_with_the_upstream_down_fails_naming_the_upstream(project: pyt
     url = refused_url()
     project.makepyfile(
         test_down='''
+        import json, pathlib
         import httpx
 
         def test_down(streamtape):
             with httpx.Client(base_url=streamtape.url) as c:
-                c.post("/v1/chat/completions", json={"prompt": "x"})
+                r = c.post("/v1/chat/completions", json={"prompt": "x"})
+            seen = {"status": r.status_code, "type": r.headers["content-type"], "body": r.text}
+            pathlib.Path("seen.json").write_text(json.dumps(seen))
         '''
     )
     result = run(project, "--streamtape-record-mode=once", "--streamtape-upstream", url)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"streamtape: POST /v1/chat/completions: the upstream {url} did not answer*"])
     assert not cassette_of(project, "test_down", "test_down").exists()
+    # What the test's client got: the recorder's JSON 502, not mitmproxy's HTML page.
+    seen = json.loads((project.path / "seen.json").read_text())
+    assert (seen["status"], seen["type"]) == (502, "application/json")
+    message = json.loads(seen["body"])["error"]["message"]
+    assert message.startswith(f"streamtape's recording proxy could not reach the upstream {url}: connection refused (")
 
 
 def test_the_marker_chooses_record_mode_and_upstream(project: pytest.Pytester, upstream: ScriptedServer) -> None:

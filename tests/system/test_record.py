@@ -271,6 +271,15 @@ def test_refused_upstream_gives_the_client_a_502_and_the_recorder_keeps_running(
     assert ix.error
 
 
+def test_an_upstream_given_as_host_and_port_is_plain_http_as_for_a_shadow(tmp_path: Path) -> None:
+    with ScriptedServer({"/s": sse_events(TWENTY[:2])}) as up, \
+            recording(tmp_path / "h.tape", upstream=up.url.removeprefix("http://")) as rec:
+        assert stream_raw(rec.url + "/s", "GET")[0] == 200
+        rec.wait_lines(1)
+    (ix,) = streamtape.load(tmp_path / "h.tape")
+    assert ix.outcome == "complete" and ix.request.url == up.url + "/s"
+
+
 def test_an_upstream_certificate_that_fails_verification_is_labelled_so_with_the_insecure_hint(tmp_path: Path) -> None:
     out = tmp_path / "tls.tape"
     with ScriptedServer({"/v1/chat/completions": sse_events(TWENTY[:2])}, tls=self_signed_tls()) as up, \
@@ -431,6 +440,12 @@ def test_regular_mode_records_https_through_mitmproxys_ca(tmp_path: Path) -> Non
         (["record", "--listen", "127.0.0.1:notaport", "--upstream", "http://x"], "--listen"),
         (["record", "--listen", "127.0.0.1:0"], "--upstream URL is required"),
         (["record", "--listen", "127.0.0.1:0", "--upstream", "ftp://x"], "--upstream 'ftp://x'"),
+        # mitmproxy's reverse mode takes no path: it stopped with a traceback on one.
+        (["record", "--listen", "127.0.0.1:0", "--upstream", "http://x/v1"], "--upstream 'http://x/v1': takes no path"),
+        (["record", "--listen", "127.0.0.1:0", "--upstream", "http://x/?k=1", "--shadow", "http://y"],
+         "--upstream 'http://x/?k=1': takes no query or fragment"),
+        (["record", "--listen", "127.0.0.1:0", "--upstream", "http://x", "--shadow", "http://y:z"],
+         "--shadow 'http://y:z': bad port"),
         (["record", "--listen", "127.0.0.1:0", "--upstream", "http://x", "--label", "nokey"], "bad label"),
         (["record", "--mode", "sideways"], "Invalid value for '--mode'"),
         (["record", "--listen", "127.0.0.1:0", "--upstream", "http://x", "-o", "/nonexistent-dir/a.tape"], "does not exist"),

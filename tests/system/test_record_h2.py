@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-import ssl
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from streamtape.wire import Framing
 from tests.support.builders import chat_events
 from tests.support.processes import STREAMTAPE, Child, start
 from tests.support.recording import recording
-from tests.support.servers import raw_request, self_signed_pem
+from tests.support.servers import raw_request, self_signed_pem, trusting
 
 pytestmark = pytest.mark.slow
 
@@ -104,25 +103,6 @@ def h2_upstream() -> Iterator[H2Upstream]:
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)
         loop.close()
-
-
-class PreferH2(ssl.SSLContext):
-    """A client TLS context that offers h2 before http/1.1, as browsers and curl do.
-
-    httpcore offers ``["http/1.1", "h2"]``; a server picks its own favourite,
-    but mitmproxy, as a client's peer, honours the client's order and would
-    answer HTTP/1.1. (``http1=False`` is no way out through a proxy: httpx
-    would then speak HTTP/2 to the proxy for the CONNECT too.)
-    """
-
-    def set_alpn_protocols(self, alpn_protocols: Any) -> None:
-        super().set_alpn_protocols(sorted(alpn_protocols, key=lambda p: p != "h2"))
-
-
-def trusting(confdir: Path) -> PreferH2:
-    ctx = PreferH2(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(str(confdir / "mitmproxy-ca-cert.pem"))
-    return ctx
 
 
 CASES = {

@@ -20,22 +20,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mitmproxy import flow as mflow
 from mitmproxy import http
 from mitmproxy.proxy import server_hooks
+from mitmproxy.proxy.layers.http import HttpStream, SendHttp
+from mitmproxy.proxy.layers.http import _events as events
+from mitmproxy.proxy.layers.http._hooks import HttpErrorHook
 from mitmproxy.test import taddons, tflow, tutils
 from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
 import streamtape
 from streamtape.cassette.model import REDACTED, Direction, Interaction, Outcome
+from streamtape.mitm import error_answer
 from streamtape.mitm.record import RecordAddon
 from streamtape.wire import Framing
 from tests.support.builders import CHAT_BODY, CHAT_URL, EVENTS, async_wait_until
@@ -588,3 +594,115 @@ async def test_a_bad_value_set_while_running_stops_recording_until_a_good_one_co
         (ix,) = rig.stop()
     assert ix.request.url == "http://llm.test/after"
     assert request_header(ix, "authorization") == "Bearer sk-live-123"  # the new value applies
+
+
+# --------------------------------------------------------------------------
+# The JSON answer to a request the upstream never answered (streamtape.mitm.error_answer)
+
+
+@pytest.fixture
+def pristine(monkeypatch: pytest.MonkeyPatch) -> object:
+    """mitmproxy's method unwrapped and no install counted, for this test only: an addon
+    another test loaded and never stopped (a taddons context without ``done``) leaves
+    the wrapper installed for the rest of the process. Undone after the test."""
+    original = inspect.unwrap(HttpStream.handle_protocol_error)
+    monkeypatch.setattr(HttpStream, "handle_protocol_error", original)
+    monkeypatch.setattr(error_answer, "_users", 0)
+    monkeypatch.setattr(error_answer, "_original", None)
+    return original
+
+
+async def test_the_addon_wraps_mitmproxys_protocol_error_handler_while_loaded_and_restores_it_when_done(
+    tmp_path: Path, pristine: object
+) -> None:
+    original = HttpStream.handle_protocol_error
+    assert not error_answer.installed()
+    (tmp_path / "second").mkdir()
+    with recording(tmp_path) as first, recording(tmp_path / "second") as second:
+        assert error_answer.installed()
+        first.addon.done()
+        assert error_answer.installed()  # counted: the second recorder still answers
+        second.addon.done()
+    assert HttpStream.handle_protocol_error is original
+
+
+def test_mitmproxy_internals_not_as_checked_leave_its_own_page(monkeypatch: pytest.MonkeyPatch, pristine: object) -> None:
+    def not_a_generator(self: object, event: object) -> None:
+        return None
+
+    assert not error_answer.installed()
+    monkeypatch.setattr(HttpStream, "handle_protocol_error", not_a_generator)
+    assert error_answer.install() is False
+    assert getattr(HttpStream, "handle_protocol_error") is not_a_generator  # noqa: B009 - mypy: not a method here
+    error_answer.uninstall()  # nothing was installed: nothing to undo
+    assert getattr(HttpStream, "handle_protocol_error") is not_a_generator  # noqa: B009
+
+
+REFUSED = "[Errno 111] Connect call failed ('127.0.0.1', 9)"
+
+
+def protocol_error(rig: Rig, f: http.HTTPFlow) -> list[object]:
+    """What mitmproxy's own ``HttpStream.handle_protocol_error`` (as the addon left it)
+    sends when ``f``'s upstream gives no response: it is driven as mitmproxy's layer
+    drives it, with the ``error`` hook run where it yields that hook."""
+    from mitmproxy.proxy.context import Context
+
+    ctx = Context(f.client_conn, rig.tctx.options)
+    ctx.server = f.server_conn
+    stream = HttpStream(ctx, 1)
+    stream.flow = f
+    stream.client_state = stream.state_done  # the whole request was read
+    stream.server_state = stream.state_wait_for_response_headers
+    code: Any = events.ErrorCode.CONNECT_FAILED if hasattr(events, "ErrorCode") else 502  # 12.x; 11.x: the status
+    commands = stream.handle_protocol_error(events.ResponseProtocolError(1, REFUSED, code))
+    sent: list[object] = []
+    reply = None
+    with contextlib.suppress(StopIteration):
+        while True:
+            command = commands.send(reply)
+            if isinstance(command, HttpErrorHook):
+                rig.addon.error(f)
+            elif isinstance(command, SendHttp):
+                sent.append(command.event)
+    return sent
+
+
+async def test_a_recorded_flow_the_upstream_never_answered_gets_a_json_502_in_place_of_mitmproxys_page(
+    tmp_path: Path,
+) -> None:
+    with recording(tmp_path) as rig:
+        f = chat_flow()
+        rig.addon.request(f)
+        head_, data, end = protocol_error(rig, f)
+        (ix,) = rig.stop()
+    assert isinstance(head_, events.ResponseHeaders) and isinstance(end, events.ResponseEndOfMessage)
+    assert head_.response.status_code == 502 and head_.response.headers["content-type"] == "application/json"
+    assert isinstance(data, events.ResponseData)
+    assert json.loads(data.data) == {"error": {
+        "message": "streamtape's recording proxy could not reach the upstream https://api.openai.com:443: "
+                   f"connection refused ({REFUSED})",
+        "type": "streamtape_upstream_error", "param": None, "code": None}}
+    assert ix.outcome is Outcome.UPSTREAM_ERROR and ix.error == REFUSED  # the cassette keeps mitmproxy's words
+
+
+async def test_a_flow_the_addon_did_not_record_keeps_mitmproxys_own_error_for_the_client(tmp_path: Path) -> None:
+    with recording(tmp_path) as rig:
+        f = chat_flow()  # no request hook: begun before the addon was there
+        (sent,) = protocol_error(rig, f)
+    assert isinstance(sent, events.ResponseProtocolError) and sent.message == REFUSED
+
+
+async def test_an_answer_that_cannot_be_built_leaves_mitmproxys_own_error_for_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> bytes:
+        raise AttributeError("as if mitmproxy's internals had changed")
+
+    monkeypatch.setattr(error_answer, "error_body", broken)
+    with recording(tmp_path) as rig:
+        f = chat_flow()
+        rig.addon.request(f)
+        (sent,) = protocol_error(rig, f)
+        (ix,) = rig.stop()
+    assert isinstance(sent, events.ResponseProtocolError) and sent.message == REFUSED
+    assert ix.outcome is Outcome.UPSTREAM_ERROR
