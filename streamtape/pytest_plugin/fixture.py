@@ -69,12 +69,13 @@ class Streamtape:
         node_id: str,
         run_started: float,
         show: Callable[[Path], str] = str,
+        action: Action | None = None,
     ) -> None:
         self.settings = settings
         self.profile = profile
         self.record_mode: RecordMode = settings.record_mode
         self.path: Path = settings.cassette
-        self.action: Action = decide(settings.record_mode, settings.cassette, run_started)
+        self.action: Action = action or decide(settings.record_mode, settings.cassette, run_started)
         self._node_id = node_id
         self._run_started = run_started
         self._show = show

@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 REPLAY_HEADER_FILTER = "!~hq x-streamtape-replay"
 
 
+def stored_label(node_id: str) -> str:
+    """The ``test`` label a recording of test ``node_id`` carries (a comma would split the option)."""
+    return node_id.replace(",", " ")
+
+
 class _Addon(Protocol):
     failed: str | None
 
@@ -146,7 +151,7 @@ class ProxyRecorder:
         options: dict[str, object] = {
             "streamtape_out": str(self.out),
             "streamtape_all": "true",  # the test replays non-streaming calls too
-            "streamtape_label": [f"test={self.label.replace(',', ' ')}"],
+            "streamtape_label": [f"test={stored_label(self.label)}"],
         }
         if self.replay is not None:
             replay_addon = ReplayAddon(on_error=self._on_error)
