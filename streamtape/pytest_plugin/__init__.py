@@ -72,10 +72,18 @@ nearest wins, argument by argument).
 - ``--streamtape-profile P`` (repeatable) is the profile of every test whose
   marker names none; a marker's profile is part of what its test asserts.
 
-Misuse (an unknown profile, record mode or marker argument, a profile matrix
-with a mode that records, recording without an upstream) is a collection
-error naming the value. At the end of a run with a matrix, the terminal
-summary lists per test the profiles it failed under.
+A profile matrix records once (:mod:`.matrix_record`): under a mode that
+records, the first case to run with no recording of its matrix in this run
+(any order, ``-k``, pytest-xdist: decided under the cassette's lock) runs the
+test against the upstream under ``faithful``, then again replaying the fresh
+cassette under its own profile; every other case replays it. If that recording
+run fails, its case reports the failure and the others fail in one line
+naming it (:class:`~streamtape.errors.MatrixRecordError`).
+
+Misuse (an unknown profile, record mode or marker argument, recording without
+an upstream or into a folder) is a collection error naming the value. At the
+end of a run with a matrix, the terminal summary lists per test the profiles
+it failed under.
 
 This package imports only the standard library, pytest and streamtape's pure
 modules at import time: httpx, httpx2, requests and mitmproxy are imported

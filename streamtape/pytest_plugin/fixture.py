@@ -58,7 +58,9 @@ class Streamtape:
     / ``.client()`` / ``.async_client()`` / ``.adapter()`` / ``.session()``:
     in-process replay (recording: the same objects send to the recorder).
     ``.cassette``, ``.requests``, ``.assert_all_played()``: what there is and
-    what happened. ``.action`` says which way this test runs.
+    what happened. ``.action`` says which way this test runs: from the record mode and
+    the cassette (:func:`~.tapes.decide`), unless the caller gives it (a profile matrix's
+    cases replay the one recording their first case made, :mod:`.matrix_record`).
     """
 
     def __init__(

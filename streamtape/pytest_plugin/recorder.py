@@ -43,7 +43,10 @@ from .sent import Answer, SentRequest, redacted
 if TYPE_CHECKING:
     from ..match.matcher import Matcher
 
-REPLAY_HEADER_FILTER = "!~hq x-streamtape-replay"
+REPLAY_HEADER_FILTER = '!~hq "(?i)x-streamtape-replay"'
+"""The record addon's filter: not the flows the replay addon answered (it sends them on with
+this header). ``(?i)``: mitmproxy 11's ``~hq`` is case-sensitive (12's is not), and the header
+goes out as ``X-Streamtape-Replay``; without it mitmproxy 11 recorded every replayed flow again."""
 
 
 def stored_label(node_id: str) -> str:
