@@ -25,7 +25,7 @@ from tests.support.servers import Conn, Received, ScriptedServer, sse_events
 pytest_plugins = ["pytester"]
 
 PRELUDE = '''
-import json, pytest
+import json, os, pytest
 
 def ask(client, prompt):
     """The assembled answer of a chat stream, read whole (so every adversarial profile passes)."""
@@ -41,7 +41,8 @@ def ask(client, prompt):
 
 def note(request, streamtape):
     with open(request.config.rootpath / "runs.txt", "a") as f:
-        f.write(f"{request.node.callspec.id}|{streamtape.action}|{streamtape.profile}\\n")
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        f.write(f"{request.node.callspec.id}|{streamtape.action}|{streamtape.profile}|{worker}\\n")
 '''
 
 MATRIX = PRELUDE + '''
@@ -88,12 +89,16 @@ def prompts(received: list[Received]) -> list[str]:
     return [json.loads(r.body)["messages"][-1]["content"] for r in received]
 
 
-def runs(pytester: pytest.Pytester) -> list[tuple[str, str, str]]:
-    """What each run of a generated test saw: (case id, action, profile), and forget it."""
+def runs(pytester: pytest.Pytester, workers: set[str] | None = None) -> list[tuple[str, str, str]]:
+    """What each run of a generated test saw: (case id, action, profile), and forget it;
+    ``workers`` gets the pytest-xdist workers that ran them."""
     path = pytester.path / "runs.txt"
     lines = path.read_text().splitlines() if path.exists() else []
     path.unlink(missing_ok=True)
-    return [(a, b, c) for a, b, c in (line.split("|") for line in lines)]
+    fields = [line.split("|") for line in lines]
+    if workers is not None:
+        workers.update(f[3] for f in fields)
+    return [(f[0], f[1], f[2]) for f in fields]
 
 
 def recorders(seen: list[tuple[str, str, str]]) -> list[str]:
@@ -318,14 +323,23 @@ def test_under_none_a_matrix_with_no_cassette_fails_every_case_naming_the_file(
 # -- pytest-xdist ------------------------------------------------------------------------------------
 
 
-def test_two_xdist_workers_record_a_matrix_once_and_replay_it(project: pytest.Pytester, upstream: ScriptedServer) -> None:
+def slow_echo(req: Received, conn: Conn) -> None:
+    prompt = json.loads(req.body)["messages"][-1]["content"]
+    sse_events(chat_events(["Echo", ": ", prompt, " ☃"]), gap=0.1)(req, conn)
+
+
+def test_two_xdist_workers_record_a_matrix_once_and_replay_it(project: pytest.Pytester) -> None:
+    """Each worker starts a case at once; the recording takes over a second (slow events), so
+    the other worker's first case waits on the cassette's lock, then replays."""
     pytest.importorskip("xdist")
     project.makepyfile(test_m=MATRIX)
-    record(project, upstream, "-n", "2").assert_outcomes(passed=len(ADVERSARIAL))
+    with ScriptedServer({"/v1/chat/completions": slow_echo}) as upstream:
+        record(project, upstream, "-n", "2").assert_outcomes(passed=len(ADVERSARIAL))
     assert prompts(upstream.received) == ["hi", "bye"]
-    seen = runs(project)
+    workers: set[str] = set()
+    seen = runs(project, workers)
+    assert workers == {"gw0", "gw1"}
     assert len(recorders(seen)) == 1
     assert sorted(p for _c, a, p in seen if a == "replay") == sorted(ADVERSARIAL.values())
     assert len(streamtape.load(cassette_of(project, "test_matrix"))) == 2
-    upstream.__exit__()
-    run(project, "-n", "2").assert_outcomes(passed=len(ADVERSARIAL))
+    run(project, "-n", "2").assert_outcomes(passed=len(ADVERSARIAL))  # the upstream is gone
