@@ -146,7 +146,9 @@ def run_case(
     try:
         lock = hold(cassette, WAIT_S, shared=True)
     except CassetteError as e:
-        item.stash[_PLAN] = Plan(failure=MatrixRecordError(f"waiting for this profile matrix's recording: {e}"))
+        # Remembered: the matrix's other cases in this process fail at once, not after as long again.
+        failure = MatrixRecordError(f"waiting for this profile matrix's recording: {e}")
+        known[key] = item.stash[_PLAN] = Plan(failure=failure)
         return None
     try:
         step = matrix_step(settings.record_mode, cassette, run_started, group)

@@ -10,19 +10,30 @@ action, its profile) to ``runs.txt``, so the tests below see which case recorded
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import streamtape
+from streamtape.cassette.lock import CassetteLock, lock_path
+from streamtape.cassette.lock import hold as real_hold
 from streamtape.profiles import ADVERSARIAL
+from streamtape.pytest_plugin import matrix_record
 from tests.support.builders import chat_events, chat_ix
 from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
 from tests.support.servers import Conn, Received, ScriptedServer, sse_events
 
 pytest_plugins = ["pytester"]
+
+needs_openai = pytest.mark.skipif(
+    importlib.util.find_spec("openai") is None,
+    reason="the openai SDK needs httpx2, left out of the test extra on Python 3.11",
+)
 
 PRELUDE = '''
 import json, os, pytest
@@ -343,3 +354,70 @@ def test_two_xdist_workers_record_a_matrix_once_and_replay_it(project: pytest.Py
     assert sorted(p for _c, a, p in seen if a == "replay") == sorted(ADVERSARIAL.values())
     assert len(streamtape.load(cassette_of(project, "test_matrix"))) == 2
     run(project, "-n", "2").assert_outcomes(passed=len(ADVERSARIAL))  # the upstream is gone
+
+
+def test_a_case_that_waits_too_long_for_another_workers_recording_fails_naming_the_holder_and_its_matrix_at_once(
+    project: pytest.Pytester, upstream: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = cassette_of(project, "test_matrix")
+    path.parent.mkdir(parents=True)
+    holder = subprocess.Popen(  # another worker, recording this matrix for ever
+        [sys.executable, "-c", "import sys, time\nfrom streamtape.cassette.lock import cassette_lock\n"
+         "with cassette_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)", str(path)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(matrix_record, "WAIT_S", 0.2)
+        waits: list[Path] = []
+
+        def hold(cassette: Path, timeout: float, *, shared: bool = False) -> CassetteLock:
+            waits.append(cassette)
+            return real_hold(cassette, timeout, shared=shared)
+
+        monkeypatch.setattr(matrix_record, "hold", hold)  # the real lock, its waits counted
+        project.makepyfile(test_m=MATRIX)
+        result = record(project, upstream, "-k", "utf8-split or bytes-1")
+        result.assert_outcomes(errors=2, deselected=len(ADVERSARIAL) - 2)
+        result.stdout.fnmatch_lines([
+            f"streamtape: waiting for this profile matrix's recording: {path}: another writer (pid {holder.pid}) "
+            f"has held it for more than 0.2 s ({lock_path(path)})",
+        ])
+        assert waits == [path]  # the second case fails at once, without waiting as long again
+        assert upstream.received == []
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@needs_openai
+def test_a_module_marked_adversarial_records_each_test_once_through_the_openai_sdk_and_replays_offline(
+    project: pytest.Pytester, upstream: ScriptedServer
+) -> None:
+    """The issue's module: ``pytestmark`` asks for the adversarial set, no cassette exists yet."""
+    project.makepyfile(
+        test_m='''
+import openai, pytest
+
+pytestmark = pytest.mark.streamtape(profiles="adversarial")
+
+def ask(client, prompt):
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": prompt}], stream=True)
+    return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+def test_over_the_url(streamtape):
+    client = openai.OpenAI(api_key="sk-x", base_url=streamtape.url + "/v1", max_retries=0)
+    assert ask(client, "hi") == "Echo: hi ☃"
+
+def test_in_process(streamtape):
+    client = openai.OpenAI(api_key="sk-x", base_url="http://llm.test/v1", http_client=streamtape.client(),
+                           max_retries=0)
+    assert ask(client, "hello") == "Echo: hello ☃"
+'''
+    )
+    record(project, upstream).assert_outcomes(passed=2 * len(ADVERSARIAL))
+    assert sorted(prompts(upstream.received)) == ["hello", "hi"]
+    upstream.__exit__()
+    run(project).assert_outcomes(passed=2 * len(ADVERSARIAL))
+    assert len(upstream.received) == 2
