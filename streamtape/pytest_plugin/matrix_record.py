@@ -133,6 +133,8 @@ def run_case(
     group = item.stash.get(_GROUP, None)
     if profile is None or group is None or settings.record_mode is RecordMode.NONE:
         return None
+    if "streamtape" not in getattr(item, "fixturenames", ()):
+        return None  # only streamtape_profile: nothing to record, nothing to run twice
     known = item.config.stash.setdefault(_KNOWN, {})
     key = (settings.cassette, group)
     if key in known:
