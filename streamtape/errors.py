@@ -8,8 +8,8 @@ The tree::
     ├── OptionError          an option value (CLI flag or mitmproxy ``--set``) is invalid
     │   ├── ShapeError       an unknown ``--shape``, or a shape that does not fit the wire
     │   ├── GateError        a malformed ``diff --fail-on`` timing gate
-    │   ├── RedactedValueError  a rerun request holds a redacted value no ``--header`` gives
-    │   └── MatrixRecordError  a pytest profile matrix under a record mode that would record
+    │   └── RedactedValueError  a rerun request holds a redacted value no ``--header`` gives
+    ├── MatrixRecordError    a pytest profile matrix case has no recording to replay: its recording failed
     ├── ProfileError         a replay profile is unknown or malformed
     ├── NoMatchError         no recording answers a request (``.request``, ``.closest``)
     │   └── McpOrderError    an MCP session's call is not its recorded next one (``.session``, ``.call``)
@@ -102,11 +102,14 @@ class RedactedValueError(OptionError):
     def __reduce__(self) -> tuple[type[RedactedValueError], tuple[str, str, str]]:
         return (RedactedValueError, (self.label, self.kind, self.name))
 
-class MatrixRecordError(OptionError):
-    """A pytest test asks for a profile matrix while its record mode would record now.
+class MatrixRecordError(StreamtapeError):
+    """A case of a pytest profile matrix has no recording to replay.
 
-    A recording talks to the real backend once, so the plugin fails that test
-    alone (not its module's collection) and says how to record it first.
+    The first case of a matrix to run with no recording records it (under
+    ``faithful``, against the upstream) and the others replay it. When that
+    recording run failed, or another pytest-xdist worker's took too long, the
+    other cases fail with this, naming the case and the cause, instead of
+    sending the same requests upstream again.
     """
 
 

@@ -72,10 +72,18 @@ nearest wins, argument by argument).
 - ``--streamtape-profile P`` (repeatable) is the profile of every test whose
   marker names none; a marker's profile is part of what its test asserts.
 
-Misuse (an unknown profile, record mode or marker argument, a profile matrix
-with a mode that records, recording without an upstream) is a collection
-error naming the value. At the end of a run with a matrix, the terminal
-summary lists per test the profiles it failed under.
+A profile matrix records once (:mod:`.matrix_record`): under a mode that
+records, the first case to run with no recording of its matrix in this run
+(any order, ``-k``, pytest-xdist: decided under the cassette's lock) runs the
+test against the upstream under ``faithful``, then again replaying the fresh
+cassette under its own profile; every other case replays it. If that recording
+run fails, its case reports the failure and the others fail in one line
+naming it (:class:`~streamtape.errors.MatrixRecordError`).
+
+Misuse (an unknown profile, record mode or marker argument, recording without
+an upstream or into a folder) is a collection error naming the value. At the
+end of a run with a matrix, the terminal summary lists per test the profiles
+it failed under.
 
 This package imports only the standard library, pytest and streamtape's pure
 modules at import time: httpx, httpx2, requests and mitmproxy are imported
@@ -92,9 +100,10 @@ from typing import Any
 import pytest
 
 from ..cassette.reader import Cassette
-from ..errors import MatrixRecordError, StreamtapeError
+from ..errors import StreamtapeError
 from .fixture import Streamtape
 from .matrix import PROPERTY, MatrixResults
+from .matrix_record import REPORTS, group_cases, matrix_profile, plan_of, run_case
 from .settings import (
     ALL_ADVERSARIAL,
     INI_CASSETTE_DIR,
@@ -116,7 +125,6 @@ WORKER_INPUT = "streamtape_run_started"
 _RUN = pytest.StashKey[RunOptions]()
 _STARTED = pytest.StashKey[float]()
 _ACTIVE = pytest.StashKey[Streamtape]()
-_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
 # -- options and configuration -------------------------------------------------------
@@ -202,10 +210,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         settings = _settings(metafunc.definition, metafunc.config)
-    except MatrixRecordError:
-        # Not the module's collection: the test runs once, and its streamtape_profile
-        # fixture fails it alone with the message (other tests, or -k, are untouched).
-        return
     except StreamtapeError as e:
         # A collection error shown as this one line (no traceback).
         raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: streamtape: {e}") from None
@@ -220,23 +224,34 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is None:
-            continue
-        profile = callspec.params.get("streamtape_profile")
-        if isinstance(profile, MatrixProfile):
+        profile = matrix_profile(item)
+        if profile is not None:
+            callspec = getattr(item, "callspec")  # noqa: B009 - a matrix case has one
             test = item.nodeid.partition("[")[0]
             shown = profile.id if len(callspec.params) == 1 else callspec.id
             item.user_properties.append((PROPERTY, [test, shown]))
+    group_cases(items)
 
 
 # -- running -------------------------------------------------------------------------
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A profile matrix case that may record: the first case records, the rest replay (.matrix_record)."""
+    if matrix_profile(item) is None:
+        return None
+    try:
+        settings = _settings(item, item.config)
+    except StreamtapeError:
+        return None  # the fixture fails the test with the message
+    return run_case(item, nextitem, settings, item.config.stash[_STARTED], _show(item.config))
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    item.stash.setdefault(REPORTS, {})[report.when] = report
     return report
 
 
@@ -311,6 +326,9 @@ def _show(config: pytest.Config) -> Any:
 def streamtape_profile(request: pytest.FixtureRequest) -> str:
     """The profile this test runs under (parametrized when there are several)."""
     param = getattr(request, "param", None)
+    plan = plan_of(request.node)
+    if plan is not None and plan.profile is not None:
+        return plan.profile  # the run that records a profile matrix: faithful
     if isinstance(param, MatrixProfile):
         return param.text
     if param is not None:
@@ -326,10 +344,13 @@ def streamtape_profile(request: pytest.FixtureRequest) -> str:
 def streamtape(request: pytest.FixtureRequest, streamtape_profile: str) -> Iterator[Streamtape]:
     """This test's cassette, replay server, transports and recorder (see the module docstring)."""
     failure = None
+    plan = plan_of(request.node)
     try:
         settings = _settings(request.node, request.config)
     except StreamtapeError as e:
         failure = f"streamtape: {e}"
+    if failure is None and plan is not None and plan.failure is not None:
+        failure = f"streamtape: {plan.failure}"
     if failure is not None:
         pytest.fail(failure, pytrace=False)
     st = Streamtape(
@@ -338,6 +359,7 @@ def streamtape(request: pytest.FixtureRequest, streamtape_profile: str) -> Itera
         node_id=request.node.nodeid,
         run_started=request.config.stash[_STARTED],
         show=_show(request.config),
+        action=plan.action if plan is not None else None,
     )
     item = request.node
     item.stash[_ACTIVE] = st
@@ -345,7 +367,7 @@ def streamtape(request: pytest.FixtureRequest, streamtape_profile: str) -> Itera
         yield st
     finally:
         del item.stash[_ACTIVE]
-        reports = item.stash.get(_REPORTS, {})
+        reports = item.stash.get(REPORTS, {})
         call = reports.get("call")
         passed = call is not None and call.passed
         failure = None
@@ -356,6 +378,8 @@ def streamtape(request: pytest.FixtureRequest, streamtape_profile: str) -> Itera
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         if line is not None:
+            if plan is not None and plan.recording and not line.endswith("nothing recorded"):
+                line += f" (recorded by {item.nodeid} under faithful for its profile matrix)"
             item.user_properties.append((CASSETTE_PROPERTY, line))
 
 

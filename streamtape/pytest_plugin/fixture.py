@@ -58,7 +58,9 @@ class Streamtape:
     / ``.client()`` / ``.async_client()`` / ``.adapter()`` / ``.session()``:
     in-process replay (recording: the same objects send to the recorder).
     ``.cassette``, ``.requests``, ``.assert_all_played()``: what there is and
-    what happened. ``.action`` says which way this test runs.
+    what happened. ``.action`` says which way this test runs: from the record mode and
+    the cassette (:func:`~.tapes.decide`), unless the caller gives it (a profile matrix's
+    cases replay the one recording their first case made, :mod:`.matrix_record`).
     """
 
     def __init__(
@@ -69,12 +71,13 @@ class Streamtape:
         node_id: str,
         run_started: float,
         show: Callable[[Path], str] = str,
+        action: Action | None = None,
     ) -> None:
         self.settings = settings
         self.profile = profile
         self.record_mode: RecordMode = settings.record_mode
         self.path: Path = settings.cassette
-        self.action: Action = decide(settings.record_mode, settings.cassette, run_started)
+        self.action: Action = action or decide(settings.record_mode, settings.cassette, run_started)
         self._node_id = node_id
         self._run_started = run_started
         self._show = show

@@ -43,7 +43,15 @@ from .sent import Answer, SentRequest, redacted
 if TYPE_CHECKING:
     from ..match.matcher import Matcher
 
-REPLAY_HEADER_FILTER = "!~hq x-streamtape-replay"
+REPLAY_HEADER_FILTER = '!~hq "(?i)x-streamtape-replay"'
+"""The record addon's filter: not the flows the replay addon answered (it sends them on with
+this header). ``(?i)``: mitmproxy 11's ``~hq`` is case-sensitive (12's is not), and the header
+goes out as ``X-Streamtape-Replay``; without it mitmproxy 11 recorded every replayed flow again."""
+
+
+def stored_label(node_id: str) -> str:
+    """The ``test`` label a recording of test ``node_id`` carries (a comma would split the option)."""
+    return node_id.replace(",", " ")
 
 
 class _Addon(Protocol):
@@ -146,7 +154,7 @@ class ProxyRecorder:
         options: dict[str, object] = {
             "streamtape_out": str(self.out),
             "streamtape_all": "true",  # the test replays non-streaming calls too
-            "streamtape_label": [f"test={self.label.replace(',', ' ')}"],
+            "streamtape_label": [f"test={stored_label(self.label)}"],
         }
         if self.replay is not None:
             replay_addon = ReplayAddon(on_error=self._on_error)

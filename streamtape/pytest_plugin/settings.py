@@ -1,8 +1,8 @@
 """What one test asks of streamtape: cassette, record mode, upstream, profiles. No I/O but ``stat``.
 
 Resolved twice from the same inputs: at collection (so a bad marker value, an
-unknown profile or a profile matrix that would record is a collection error
-naming the value) and when the ``streamtape`` fixture is set up.
+unknown profile or a recording with no upstream is a collection error naming
+the value) and when the ``streamtape`` fixture is set up.
 
 Precedence, most specific first (as pytest-recording's ``vcr`` marker over its
 ``--record-mode``): the marker on the test, then its class, then its module;
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ..errors import MatrixRecordError, OptionError, StreamtapeError
+from ..errors import OptionError, StreamtapeError
 from ..profiles import ADVERSARIAL, parse_profile
 from ..wire import NO_MATCH_STATUS
 
@@ -345,16 +345,10 @@ def resolve(
 
 
 def _check_recording(s: TestSettings) -> None:
-    """The combinations that cannot record: caught before any test runs."""
+    """The combinations that cannot record: caught before any test runs. A profile matrix
+    can record (its first case records, :mod:`.matrix_record`): it needs what any recording does."""
     if not s.records_at_start():
         return
-    if s.is_matrix:
-        raise MatrixRecordError(
-            f"{s.mode_text()} records, but {s.matrix_source} asks for {len(s.profiles)} profiles: "
-            f"a recording talks to the real backend once, and {s.cassette} does not exist yet. "
-            f"Record this test once under one profile (profile=\"{s.profiles[0].text}\" in its marker "
-            "for that run), then the matrix replays the recording; the module's other tests run as usual"
-        )
     if len(s.cassettes) > 1 or s.cassette.is_dir():
         raise OptionError(
             f"{s.mode_text()} records into one cassette file; cassette= names "

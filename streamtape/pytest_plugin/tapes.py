@@ -18,6 +18,11 @@ never interleave and a reader never sees half a file:
 "Written by this run" is told by the cassette header's ``created`` time,
 compared with the time the run started (the controller's, under xdist), so
 it holds across processes without any shared state but the file.
+
+A profile matrix's cases share one recording, made once by whichever case
+runs first (:mod:`.matrix_record`); :func:`matrix_step` tells a case, from
+the files alone, whether its matrix has been recorded in this run, so
+pytest-xdist workers agree without talking to each other.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+from collections.abc import Collection
 from enum import StrEnum
 from pathlib import Path
 
@@ -74,6 +80,59 @@ def decide(mode: RecordMode, cassette: Path, run_started: float) -> Action:
     if mode is RecordMode.ONCE and cassette.exists() and not written_since(cassette, run_started):
         return Action.REPLAY
     return Action.RECORD
+
+
+def labels_written_since(cassette: Path, started: float) -> set[str]:
+    """The ``test`` labels of a cassette's interactions when the file was written by this
+    run (created at or after ``started``); empty when it was not, or cannot be read."""
+    try:
+        cas = load(cassette)
+    except CassetteError:
+        return set()
+    created = cas.header.get("created")
+    if not isinstance(created, int | float) or created < started:
+        return set()
+    return {ix.labels.get("test", "") for ix in cas}
+
+
+def matrix_step(mode: RecordMode, cassette: Path, run_started: float, group: Collection[str]) -> Action | str:
+    """What a case of a profile matrix does now, told from the files alone.
+
+    ``group`` holds the recording labels of the cases that share this case's
+    recording: its matrix, the cases differing from it only in profile. Answers:
+
+    * a message: one of them recorded in this run and failed (its recording
+      is ``NAME.tape.failed``, labelled with it): nothing to replay, and the
+      same requests are not sent upstream again;
+    * :attr:`Action.REPLAY`: the cassette holds the group's recording, from
+      this run, or (``once``) from an earlier one, or the mode never records;
+    * :attr:`Action.RECORD` / :attr:`Action.EXTEND`: this case records the
+      group (``new_episodes`` always extends: the caller remembers which
+      groups it extended, and an extension the files do not show is only a
+      replay with nothing new to record).
+    """
+    failed = sorted(labels_written_since(failed_path(cassette), run_started) & set(group))
+    if failed:
+        return matrix_failed(failed[0], cassette)
+    if mode is RecordMode.NONE:
+        return Action.REPLAY
+    if mode is RecordMode.NEW_EPISODES:
+        return Action.EXTEND
+    if not cassette.exists():
+        return Action.RECORD
+    if mode is RecordMode.ONCE and not written_since(cassette, run_started):
+        return Action.REPLAY
+    return Action.REPLAY if labels_written_since(cassette, run_started) & set(group) else Action.RECORD
+
+
+def matrix_failed(by: str, cassette: Path) -> str:
+    """Why a matrix case has nothing to replay: case ``by`` recorded its matrix and failed."""
+    failed = failed_path(cassette)
+    where = f" (its recording is in {failed.name})" if failed.exists() else ""
+    return (
+        f"{by} ran first with no recording of this profile matrix and failed while it recorded "
+        f"it in this run{where}: there is nothing to replay, and its requests are not sent upstream again"
+    )
 
 
 def recording_path(cassette: Path) -> Path:

@@ -6,6 +6,11 @@ second import of cryptography's Python classes no longer matches its Rust
 core: "Algorithm must be a registered hash algorithm"), so importing this
 module imports it, before any run, and keeps it (mitmproxy's ldap3 import
 warns about pyasn1 names).
+
+httpcore likewise: httpx, kept from the outer process, imports httpcore on
+its first transport and caches a map of httpcore's exception classes; a run
+that dropped that httpcore leaves the next run's httpcore errors unmapped (an
+``httpcore.RemoteProtocolError`` where the test expects httpx's).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ with warnings.catch_warnings():
 
     import streamtape.mitm.record
     import streamtape.mitm.replay  # noqa: F401
+
+import httpcore  # noqa: F401
 
 PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
 """The plugins an in-process run leaves out (caches, hypothesis, VCR's recording plugin)."""

@@ -3,6 +3,7 @@ tests/system/test_pytest_tapes.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from streamtape.pytest_plugin.tapes import (
     commit,
     decide,
     failed_path,
+    matrix_step,
     recording_path,
 )
 from tests.support.builders import chat_ix
@@ -72,3 +74,49 @@ def test_a_recording_creates_a_missing_cassette_and_its_folder(tmp_path: Path) -
     assert commit(rec, path, RecordMode.ONCE, passed=True, run_started=0) is Outcome.CREATED
     assert _tags(path) == ["new"]
     assert sorted(p.name for p in path.parent.iterdir()) == ["test_x.tape"]
+
+
+# -- a profile matrix's one recording ------------------------------------------------------
+
+
+def _labelled(path: Path, *tests: str) -> Path:
+    streamtape.save(path, [dataclasses.replace(chat_ix(1), labels={"test": t}) for t in tests])
+    return path
+
+
+GROUP = ("t.py::test_x[bytes-1]", "t.py::test_x[utf8-split]")
+
+
+def test_a_matrix_records_when_no_recording_of_its_cases_is_from_this_run(tmp_path: Path) -> None:
+    path = tmp_path / "t.tape"
+    now = time.time()
+    assert matrix_step(RecordMode.ONCE, path, now, GROUP) is Action.RECORD  # missing
+    assert matrix_step(RecordMode.ALL, path, now, GROUP) is Action.RECORD
+    assert matrix_step(RecordMode.NEW_EPISODES, path, now, GROUP) is Action.EXTEND
+    assert matrix_step(RecordMode.NONE, path, now, GROUP) is Action.REPLAY  # fails later, naming the file
+    _labelled(path, "t.py::test_x[other-a]")  # another parameter set, this run
+    assert matrix_step(RecordMode.ONCE, path, now - 60, GROUP) is Action.RECORD
+    assert matrix_step(RecordMode.ALL, path, now + 60, GROUP) is Action.RECORD  # an earlier run's: again
+
+
+def test_a_matrix_replays_its_recording_from_this_run_and_under_once_an_earlier_runs(tmp_path: Path) -> None:
+    path = _labelled(tmp_path / "t.tape", GROUP[1])
+    now = time.time()
+    assert matrix_step(RecordMode.ONCE, path, now - 60, GROUP) is Action.REPLAY
+    assert matrix_step(RecordMode.ALL, path, now - 60, GROUP) is Action.REPLAY
+    assert matrix_step(RecordMode.ONCE, path, now + 60, ("t.py::test_y[bytes-1]",)) is Action.REPLAY  # once
+    assert matrix_step(RecordMode.NEW_EPISODES, path, now - 60, GROUP) is Action.EXTEND  # the caller remembers
+
+
+def test_a_failed_recording_of_the_matrix_this_run_is_a_message_naming_the_case(tmp_path: Path) -> None:
+    path = tmp_path / "t.tape"
+    _labelled(failed_path(path), GROUP[0])
+    now = time.time()
+    step = matrix_step(RecordMode.ONCE, path, now - 60, GROUP)
+    assert step == (
+        "t.py::test_x[bytes-1] ran first with no recording of this profile matrix and failed while it recorded "
+        "it in this run (its recording is in t.tape.failed): there is nothing to replay, and its requests are "
+        "not sent upstream again"
+    )
+    assert matrix_step(RecordMode.ONCE, path, now + 60, GROUP) is Action.RECORD  # an earlier run's failure
+    assert matrix_step(RecordMode.ONCE, path, now - 60, ("t.py::test_y[bytes-1]",)) is Action.RECORD  # not its
