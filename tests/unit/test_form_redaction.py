@@ -65,3 +65,11 @@ def test_a_recorded_redacted_form_body_digests_as_a_wildcard_and_equal_forms_ali
     assert a == request_digest("POST", URL, b"b=x%20y&a=1", content_type=FORM, recorded=False)
     assert a != request_digest("POST", URL, b"b=x%20y&a=2", content_type=FORM, recorded=False)
     assert request_digest("POST", URL, b"a=1&b=x+y") != request_digest("POST", URL, b"b=x%20y&a=1")
+
+
+def test_a_credential_left_in_a_form_body_is_reported_and_a_redacted_one_is_not():
+    from streamtape.capture.credentials import CredentialKind, find_credentials
+
+    body = Redaction().redact_body(b"apikey=wx-secret&session_key=0123456789abcdef0123456789abcdef&q=1", FORM)
+    found = find_credentials(body, FORM)
+    assert [(c.field, c.kind) for c in found] == [("session_key", CredentialKind.HEX_TOKEN)]
