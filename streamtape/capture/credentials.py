@@ -1,8 +1,8 @@
 """Credentials in request bodies: finding the ones redaction would let through.
 
 Header, query and cookie secrets are redacted by default (:mod:`.redaction`),
-but a JSON request body is redacted only in the fields the user names (a form body also in its OAuth credential fields)
-(``--redact-field``): the recorder cannot blank every string that might be a
+but a JSON request body is redacted only in the fields the user names
+(``--redact-field``; a form body also in its OAuth credential fields): the recorder cannot blank every string that might be a
 key without breaking matching on prompts. So instead it looks at each request
 body as it is about to be written and says, once per field, "this looks like a
 credential, and this is the option that keeps it out".
