@@ -58,6 +58,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
+from urllib.parse import parse_qsl
 
 __all__ = [
     "DIRECT_HEADER",
@@ -208,6 +209,25 @@ def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
         if k.lower() == lname:
             return v
     return None
+
+
+FORM = "application/x-www-form-urlencoded"
+"""The content type of an HTML form body (``a=1&b=2``): OAuth 2.0 and IBM IAM token calls use it."""
+
+
+def is_form(content_type: str | None) -> bool:
+    """Whether a body of this content type is form-urlencoded (parameters ignored)."""
+    return (content_type or "").split(";")[0].strip().lower() == FORM
+
+
+def form_pairs(body: bytes) -> tuple[tuple[str, str], ...]:
+    """A form body's fields, decoded, in the order sent (a body that is not UTF-8 is read as
+    Latin-1: every byte stays one character, so two bodies differ exactly when their bytes do)."""
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        text = body.decode("latin-1")
+    return tuple(parse_qsl(text, keep_blank_values=True))
 
 
 def end_to_end(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 Header, query and cookie secrets are redacted by default (:mod:`.redaction`),
 but a JSON request body is redacted only in the fields the user names
-(``--redact-field``): the recorder cannot blank every string that might be a
+(``--redact-field``; a form body also in its OAuth credential fields): the recorder cannot blank every string that might be a
 key without breaking matching on prompts. So instead it looks at each request
 body as it is about to be written and says, once per field, "this looks like a
 credential, and this is the option that keeps it out".
@@ -30,6 +30,9 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+from ..cassette.model import REDACTED
+from ..wire import form_pairs, is_form
 
 __all__ = ["Credential", "CredentialKind", "find_credentials", "looks_secret_name"]
 
@@ -95,11 +98,15 @@ def _kind(value: str, secret_name: bool) -> CredentialKind | None:
 
 
 def find_credentials(body: bytes, content_type: str | None = None) -> list[Credential]:
-    """The fields of a JSON request body that look like credentials, in document order.
+    """The fields of a JSON or form-urlencoded request body that look like credentials,
+    in document order (a form field already ``REDACTED`` is not one).
 
-    A body that is not JSON (by its content type, or because it does not
+    A body that is neither (by its content type, or because it does not
     parse) has none; so has a string at the top level, which no field names.
     """
+    if body and is_form(content_type):
+        return [Credential(k, k, kind) for k, v in form_pairs(body)
+                if v != REDACTED and (kind := _kind(v, looks_secret_name(k)))]
     if not body or (content_type and "json" not in content_type.lower()):
         return []
     if not _SIGNS.search(body):

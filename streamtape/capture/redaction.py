@@ -12,12 +12,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from ..cassette.model import REDACTED, Headers, Request
-from ..wire import header_value
+from ..wire import header_value, is_form
 
-__all__ = ["DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "SIGNED_CALL_HEADERS", "Redaction"]
+__all__ = ["DEFAULT_REDACT_FORM_FIELDS", "DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "SIGNED_CALL_HEADERS", "Redaction"]
 
 
 DEFAULT_REDACT_HEADERS = (
@@ -31,6 +31,26 @@ DEFAULT_REDACT_HEADERS = (
     "x-amz-security-token",  # an AWS session token (temporary credentials)
 )
 DEFAULT_REDACT_QUERY = ("key", "api_key", "token")  # key=: the Gemini API's key in the URL
+
+DEFAULT_REDACT_FORM_FIELDS = (
+    "apikey",  # IBM IAM: grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey=... (watsonx.ai)
+    "api_key",  # the query's name for a key, in a form body
+    "password",  # RFC 6749 4.3.2: the resource owner password grant
+    "client_secret",  # RFC 6749 2.3.1: the client's password in the body
+    "refresh_token",  # RFC 6749 6: a long-lived token that mints access tokens
+    "access_token",  # RFC 6750 2.2: a bearer token as a form field; IBM IAM's "assume" grant
+    "assertion",  # RFC 7521 4.1 / RFC 7523 2.1: a signed JWT that is itself the grant
+    "client_assertion",  # RFC 7523 2.2: a signed JWT that authenticates the client
+    "subject_token",  # RFC 8693 2.1: the token a token exchange trades in
+    "actor_token",  # RFC 8693 2.1
+    "cr_token",  # IBM IAM: a compute resource token traded for a trusted profile's token
+    "token",  # RFC 7009 2.1 / RFC 7662 2.1: the token to revoke or introspect
+    "code_verifier",  # RFC 7636 4.5: with a live code, it is all a public client needs for tokens
+)
+"""Form-body (``application/x-www-form-urlencoded``) fields redacted by default: the
+credentials of OAuth 2.0 and IBM IAM token calls. Not ``code`` (RFC 6749 4.1.3): it is
+single-use and spent by the exchange being recorded, and the name is common in other forms;
+``--redact-field code`` adds it."""
 
 SIGNED_CALL_HEADERS = frozenset({
     "authorization",
@@ -52,6 +72,8 @@ class Redaction:
     headers: frozenset[str] = frozenset(DEFAULT_REDACT_HEADERS)
     query: frozenset[str] = frozenset(DEFAULT_REDACT_QUERY)
     body_fields: frozenset[str] = frozenset()
+    form_fields: frozenset[str] = frozenset(DEFAULT_REDACT_FORM_FIELDS)
+    """Form-body fields to blank: the defaults and the user's ``body_fields``."""
 
     @classmethod
     def build(
@@ -65,7 +87,8 @@ class Redaction:
             enabled=enabled,
             headers=frozenset(DEFAULT_REDACT_HEADERS) | {h.strip().lower() for h in extra_headers},
             query=frozenset(DEFAULT_REDACT_QUERY) | {q.strip() for q in extra_query},
-            body_fields=frozenset(f.strip() for f in body_fields),
+            body_fields=(fields := frozenset(f.strip() for f in body_fields)),
+            form_fields=frozenset(DEFAULT_REDACT_FORM_FIELDS) | fields,
         )
 
     def redact_headers(self, headers: Headers) -> Headers:
@@ -85,9 +108,25 @@ class Redaction:
         query = urlencode([(k, REDACTED if k in self.query else v) for k, v in pairs])
         return urlunsplit(parts._replace(query=query))
 
+    def redact_form(self, body: bytes) -> bytes:
+        """Blank the credential fields of a form body (:attr:`form_fields`), keeping every
+        other field, the order and the encoding byte for byte as sent."""
+        out, changed = [], False
+        for part in body.split(b"&"):
+            name, eq, _ = part.partition(b"=")
+            if eq and unquote_plus(name.decode("latin-1")) in self.form_fields:
+                part, changed = name + b"=" + REDACTED.encode(), True
+            out.append(part)
+        return b"&".join(out) if changed else body
+
     def redact_body(self, body: bytes, content_type: str | None) -> bytes:
-        """Blank the named JSON fields at any depth; non-JSON bodies are left alone."""
-        if not self.enabled or not self.body_fields or not body:
+        """Blank the credential fields of a form body, and the named JSON fields at any
+        depth; other bodies are left alone."""
+        if not self.enabled or not body:
+            return body
+        if is_form(content_type):
+            return self.redact_form(body)
+        if not self.body_fields:
             return body
         if content_type and "json" not in content_type.lower():
             return body

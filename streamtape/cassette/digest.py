@@ -3,11 +3,12 @@
 Matching compares method, path, the query as a multiset, and the body (JSON
 bodies as data: keys sorted, ``1`` and ``1.0`` one number, ``true`` and ``1``
 two values, ignored fields left out, a field whose value is ``null`` left out
-too, since by default it matches an absent field; others byte for byte). Two requests that
+too, since by default it matches an absent field; form-urlencoded bodies as
+their fields, a multiset like the query; others byte for byte). Two requests that
 match have the same digest, so a matcher of a large cassette reads only the
 recordings with a request's digest (:class:`~streamtape.match.indexed.IndexedMatcher`),
 plus those a digest cannot stand for: recordings holding ``"REDACTED"`` in the
-body or query (a placeholder matches anything, even absence), whose digest is
+body (JSON or form) or query (a placeholder matches anything, even absence), whose digest is
 :data:`WILDCARD`.
 
 Writers store each interaction's digest in a large cassette's index record
@@ -24,6 +25,7 @@ from hashlib import blake2b
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ..wire import form_pairs, header_value, is_form
 from .model import REDACTED
 
 __all__ = ["WILDCARD", "digest_of_begin", "digest_parts", "has_redacted", "request_digest", "without_nulls"]
@@ -80,21 +82,25 @@ def request_digest(
     *,
     recorded: bool = True,
     strip: Callable[[Any], Any] | None = None,
+    content_type: str | None = None,
 ) -> int:
     """A 64-bit digest of a request as matching sees it.
 
-    This is digest version :data:`~streamtape.cassette.index.DIGEST_VERSION` (2; 1 kept
-    ``null`` fields, before a ``null`` matched an absent field):
+    This is digest version :data:`~streamtape.cassette.index.DIGEST_VERSION` (3; 2 hashed
+    form bodies as bytes, before they were compared as fields; 1 kept ``null`` fields,
+    before a ``null`` matched an absent field):
     change what goes into it and that version must change too, or readers would
     trust digests stored by another streamtape.
 
     ``recorded``: a recorded request holding ``"REDACTED"`` in its query or
     JSON body gets :data:`WILDCARD` (it may match requests of any digest).
-    ``strip`` removes ignored fields from a parsed JSON body.
+    ``strip`` removes ignored fields from a parsed JSON body. ``content_type``: the
+    request's, which says whether the body is a form.
     """
     parts = urlsplit(url)
     query = tuple(parse_qsl(parts.query, keep_blank_values=True))
-    return digest_parts(method, parts.path or "/", query, body, recorded=recorded, strip=strip)
+    form = form_pairs(body) if is_form(content_type) else None
+    return digest_parts(method, parts.path or "/", query, body, recorded=recorded, strip=strip, form=form)
 
 
 def digest_parts(
@@ -105,13 +111,22 @@ def digest_parts(
     *,
     recorded: bool = True,
     strip: Callable[[Any], Any] | None = None,
+    form: Sequence[tuple[str, str]] | None = None,
 ) -> int:
-    """:func:`request_digest` of a request already split (a :class:`RequestKey`'s parts)."""
+    """:func:`request_digest` of a request already split (a :class:`RequestKey`'s parts;
+    ``form``: a form body's fields, None for another body)."""
     pairs = sorted(query)
     if recorded and any(v == REDACTED for _, v in pairs):
         return WILDCARD
     h = blake2b(digest_size=8)
     h.update(f"{method.upper()}\n{path}\n{json.dumps(pairs)}\n".encode())
+    if form is not None:
+        fields = sorted(form)
+        if recorded and any(v == REDACTED for _, v in fields):
+            return WILDCARD
+        h.update(b"F")
+        h.update(json.dumps(fields).encode())
+        return int.from_bytes(h.digest(), "little") or 1
     data: Any = None
     is_json = False
     if body and body.lstrip()[:1] in (b"{", b"["):
@@ -145,4 +160,8 @@ def digest_of_begin(rec: dict[str, Any]) -> int | None:
     method, url, body = req.get("method"), req.get("url"), req.get("body")
     if not (isinstance(method, str) and isinstance(url, str) and isinstance(body, bytes)):
         return None
-    return request_digest(method, url, body)
+    headers = req.get("headers")
+    content_type = header_value(
+        [tuple(p) for p in headers if isinstance(p, list | tuple) and len(p) == 2], "content-type"
+    ) if isinstance(headers, list) else None
+    return request_digest(method, url, body, content_type=content_type)

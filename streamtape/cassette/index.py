@@ -97,7 +97,7 @@ class Kind(IntEnum):
 
 _KIND_BYTES = bytes(Kind)
 
-DIGEST_VERSION = 2
+DIGEST_VERSION = 3
 """The version of :func:`streamtape.cassette.digest.request_digest` an index's digests were
 made with; digests of another version are ignored (a reader recomputes them)."""
 

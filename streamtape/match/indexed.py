@@ -162,7 +162,8 @@ class IndexedMatcher(Matcher):
         digests = interactions.stored_digests() if not self.ignore_fields else None
         if digests is None:
             strip = self._cmp.strip if self.ignore_fields else None
-            digests = array("Q", (request_digest(r.method, r.url, r.body, strip=strip)
+            digests = array("Q", (request_digest(r.method, r.url, r.body, strip=strip,
+                                                 content_type=r.header("content-type"))
                                   for r in interactions.requests()))
         self._buckets: dict[int, int | list[int]] = {}
         self._wild: list[int] = []
@@ -203,7 +204,8 @@ class IndexedMatcher(Matcher):
 
     def _candidates(self, key: RequestKey) -> list[int]:
         strip = self._cmp.strip if self.ignore_fields else None
-        d = digest_parts(key.method, key.path, key.query, key.body, recorded=False, strip=strip)
+        d = digest_parts(key.method, key.path, key.query, key.body, recorded=False, strip=strip,
+                         form=key.form)
         had = self._buckets.get(d)
         found = [] if had is None else [had] if isinstance(had, int) else list(had)
         if self._wild:

@@ -60,6 +60,7 @@ from ..capture.redaction import DEFAULT_REDACT_HEADERS, SIGNED_CALL_HEADERS
 from ..cassette.digest import has_redacted
 from ..cassette.model import REDACTED, Interaction, Request
 from ..errors import NoMatchError
+from ..wire import form_pairs, header_value, is_form
 from .mcp import SessionOrder
 
 __all__ = [
@@ -143,6 +144,8 @@ class RequestKey:
     headers: tuple[tuple[str, str], ...]  # lower-cased names
     body: bytes
     json: Any  # parsed body, or NOT_JSON
+    form: tuple[tuple[str, str], ...] | None = None
+    """A form-urlencoded body's fields (compared as the query is), or None."""
 
     @classmethod
     def of(cls, method: str, url: str, headers: HeadersLike | None, body: bytes) -> RequestKey:
@@ -150,7 +153,9 @@ class RequestKey:
         pairs = tuple(parse_qsl(parts.query, keep_blank_values=True))
         hdrs = tuple((k.lower(), v) for k, v in _pairs(headers))
         body = bytes(body or b"")
-        return cls(method.upper(), parts.path or "/", pairs, hdrs, body, parse_json(body))
+        form = form_pairs(body) if is_form(header_value(hdrs, "content-type")) else None
+        return cls(method.upper(), parts.path or "/", pairs, hdrs, body,
+                   NOT_JSON if form is not None else parse_json(body), form)
 
     @property
     def target(self) -> str:
@@ -357,25 +362,8 @@ class _Compare:
             yield _PATH, f"path {got.path}, recorded {rec.path}"
 
     def query(self, rec: RequestKey, got: RequestKey) -> Iterator[tuple[int, str]]:
-        if rec.query == got.query:
-            return
-        rq: dict[str, list[str]] = {}
-        gq: dict[str, list[str]] = {}
-        for k, v in rec.query:
-            rq.setdefault(k, []).append(v)
-        for k, v in got.query:
-            gq.setdefault(k, []).append(v)
-        for k in sorted(set(rq) | set(gq)):
-            rv, gv = rq.get(k), gq.get(k)
-            if rv is not None and all(v == REDACTED for v in rv):
-                continue
-            if rv is None:
-                yield _PARAMETER, f"query has {k}={shorten(gq[k][0])}, not in the recording"
-            elif gv is None:
-                yield _PARAMETER, f"query lacks {k} (recorded {k}={shorten(rv[0])})"
-            elif sorted(rv) != sorted(gv):
-                yield _PARAMETER, f"query {k}={shorten(gv[0])}, recorded {k}={shorten(rv[0])}"
-
+        if rec.query != got.query:
+            yield from _pair_differences(rec.query, got.query, "query")
     def headers(self, rec: RequestKey, got: RequestKey) -> Iterator[tuple[int, str]]:
         for name in self.match_headers:
             rv = [v for k, v in rec.headers if k == name]
@@ -390,7 +378,11 @@ class _Compare:
     def body(self, rec: RequestKey, got: RequestKey,
              short: Callable[[Any], str] = shorten) -> Iterator[tuple[int, str]]:
         rj, gj = rec.json, got.json
-        if rj is not NOT_JSON and gj is not NOT_JSON:
+        if rec.form is not None and got.form is not None:
+            if rec.body != got.body:
+                for _, d in _pair_differences(rec.form, got.form, "form field"):
+                    yield _FIELD, f"body {d}"
+        elif rj is not NOT_JSON and gj is not NOT_JSON:
             for n, d in self.json.differences(rj, gj, whole="(the whole body)", short=short):
                 yield n * _FIELD, f"body {d}"
         elif rec.body == got.body:
@@ -401,6 +393,29 @@ class _Compare:
             yield _FIELD, f"body is JSON, recorded {shorten(rec.body)}"
         else:
             yield _FIELD, f"body {byte_difference(rec.body, got.body, 20)}"
+
+
+def _pair_differences(
+    rec: Sequence[tuple[str, str]], got: Sequence[tuple[str, str]], what: str
+) -> Iterator[tuple[int, str]]:
+    """How two lists of name=value pairs differ as multisets (a query, a form body): a
+    name recorded only as ``REDACTED`` matches any value, absence too."""
+    rq: dict[str, list[str]] = {}
+    gq: dict[str, list[str]] = {}
+    for k, v in rec:
+        rq.setdefault(k, []).append(v)
+    for k, v in got:
+        gq.setdefault(k, []).append(v)
+    for k in sorted(set(rq) | set(gq)):
+        rv, gv = rq.get(k), gq.get(k)
+        if rv is not None and all(v == REDACTED for v in rv):
+            continue
+        if rv is None:
+            yield _PARAMETER, f"{what} has {k}={shorten(gq[k][0])}, not in the recording"
+        elif gv is None:
+            yield _PARAMETER, f"{what} lacks {k} (recorded {k}={shorten(rv[0])})"
+        elif sorted(rv) != sorted(gv):
+            yield _PARAMETER, f"{what} {k}={shorten(gv[0])}, recorded {k}={shorten(rv[0])}"
 
 
 class RequestJournal(Protocol):

@@ -187,8 +187,8 @@ REDACT_QUERY = ListOption(
 )
 REDACT_FIELDS = ListOption(
     name="streamtape_redact_fields", flag="--redact-field", metavar="NAME",
-    help="JSON request-body fields to redact.",
-    cli_help="A JSON request-body field to redact.",
+    help="JSON or form request-body fields to redact.",
+    cli_help="A JSON or form request-body field to redact.",
 )
 
 RECORD_OPTIONS: tuple[RecordOption, ...] = (

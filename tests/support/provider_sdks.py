@@ -55,10 +55,9 @@ REPLICATE_TOKEN = "r8_TEST-not-a-real-token"
 WATSONX_KEY = "wx-test-api-key"
 
 SECRETS = (GEMINI_KEY, AWS["aws_session_token"], AWS["aws_secret_access_key"], COHERE_KEY, MISTRAL_KEY, AZURE_KEY, OPENAI_KEY,
-           REPLICATE_TOKEN)
-"""What must never reach a cassette. (:data:`WATSONX_KEY` is not yet among them: the IAM token
-call sends it in a form body, ``apikey=...``, which redaction does not read; see the strict
-xfail in tests/system/test_providers.py.)"""
+           REPLICATE_TOKEN, WATSONX_KEY)
+"""What must never reach a cassette (:data:`WATSONX_KEY` goes in the IAM token call's form body,
+``apikey=...``, which redaction blanks)."""
 
 TOOLS_COHERE = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city",

@@ -73,8 +73,10 @@ def test_ordinary_llm_request_bodies_have_no_credentials(doc: object) -> None:
     assert found(doc) == []
 
 
-def test_a_body_that_is_not_json_is_not_searched() -> None:
-    assert find_credentials(f"api_key={SK}".encode(), "application/x-www-form-urlencoded") == []
+def test_a_body_that_is_neither_json_nor_a_form_is_not_searched() -> None:
+    assert find_credentials(f"api_key={SK}".encode(), "text/plain") == []
+    assert find_credentials(f"api_key={SK}".encode(), "application/x-www-form-urlencoded") == [
+        Credential("api_key", "api_key", CredentialKind.SECRET_KEY)]
     assert find_credentials(b'{"api_key": "' + SK.encode() + b'"', "application/json") == []  # cut short
     assert find_credentials(body({"k": SK}), None) == [Credential("k", "k", CredentialKind.SECRET_KEY)]
 
