@@ -52,14 +52,16 @@ def tls_verification_failed(error: str | None) -> bool:
     return bool(error) and _TLS_VERIFY.search(error or "") is not None
 
 
-def upstream_error_message(upstream: str, error: str, *, insecure_hint: str | None = None) -> str:
+def upstream_error_message(upstream: str, error: str, *, insecure_hint: str | None = None,
+                           proxy: str = "recording proxy") -> str:
     """One sentence for a client whose request the upstream never answered.
 
     ``upstream`` names it (``http://127.0.0.1:8080``), ``error`` is the
     proxy's message for the failure, and ``insecure_hint`` the way to accept a
     certificate that failed verification, in the words of the program the
     user started (``--insecure`` for ``streamtape record``; None: nothing to
-    suggest).
+    suggest). ``proxy`` says which of streamtape's proxies it was (``replay proxy``
+    for a request ``serve --proxy`` passed on).
     """
     verb = "could not reach"
     if tls_verification_failed(error):
@@ -72,7 +74,7 @@ def upstream_error_message(upstream: str, error: str, *, insecure_hint: str | No
         verb, cause = "got no response from", "it closed the connection before sending a response"
     else:
         verb, cause = "got no response from", ""
-    message = f"streamtape's recording proxy {verb} the upstream {upstream}: "
+    message = f"streamtape's {proxy} {verb} the upstream {upstream}: "
     message += f"{cause} ({error})" if cause else error
     if insecure_hint and tls_verification_failed(error):
         message += f"; {insecure_hint}"

@@ -78,6 +78,13 @@ _answers: weakref.WeakKeyDictionary[http.HTTPFlow, str] = weakref.WeakKeyDiction
 _MARK = "_streamtape_error_answer"
 
 
+def upstream_of(flow: http.HTTPFlow) -> str:
+    """The upstream a flow's request went to, as ``scheme://host:port``."""
+    r = flow.request
+    host = f"[{r.host}]" if ":" in r.host else r.host
+    return f"{r.scheme}://{host}:{r.port}"
+
+
 def answer(flow: http.HTTPFlow, message: str) -> None:
     """Answer ``flow``'s client with ``message`` in a JSON error body, in place of
     mitmproxy's page (from the ``error`` hook of a flow that has no response)."""

@@ -107,13 +107,6 @@ INSECURE_HINT = "--set ssl_insecure=true records from a server with a self-signe
 ``insecure_hint``; ``streamtape record`` names its ``--insecure``)."""
 
 
-def upstream_of(flow: http.HTTPFlow) -> str:
-    """The upstream a flow's request went to, as ``scheme://host:port``."""
-    r = flow.request
-    host = f"[{r.host}]" if ":" in r.host else r.host
-    return f"{r.scheme}://{host}:{r.port}"
-
-
 HEAD_WORK_AFTER_S = 0.05
 """The longest a recorded response head's work waits for its first piece (see responseheaders)."""
 
@@ -564,7 +557,8 @@ class RecordAddon(FailLoudly):
         rec = self.recorder
         if not self._answering or rec is None or not rec.has(flow.id) or flow.request.timestamp_end is None:
             return
-        error_answer.answer(flow, upstream_error_message(upstream_of(flow), msg, insecure_hint=self.insecure_hint))
+        error_answer.answer(flow, upstream_error_message(error_answer.upstream_of(flow), msg,
+                                                          insecure_hint=self.insecure_hint))
 
     def _finish(self, flow: http.HTTPFlow, outcome: Outcome, error: str | None) -> None:
         if self.recorder is None:

@@ -45,6 +45,7 @@ from mitmproxy import ctx, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import layer, server_hooks
 
+from ..capture.upstream_error import upstream_error_message
 from ..cassette.reader import load_many
 from ..errors import NoMatchError, OptionError, StreamtapeError
 from ..fmt import warning_lines
@@ -54,6 +55,7 @@ from ..profiles import Profile, parse_profile
 from ..serve import ReplayServer
 from ..serve.request import HTTPRequest
 from ..wire import ERROR_HEADERS, ERROR_STATUSES, NO_MATCH_STATUS, error_body
+from . import error_answer
 from .direct import DirectRoutes, pass_on, recorded_hosts
 from .options import FailLoudly, OptStr, parse_bool, split_values
 
@@ -109,6 +111,7 @@ class ReplayAddon(FailLoudly):
         self.routes = DirectRoutes()
         self._hosts: set[tuple[str, int]] | None = None
         self._counts = {"replayed": 0, "passthrough": 0, "refused": 0}
+        self._answering = False  # error_answer is installed: passed requests' upstream errors in JSON
 
     @property
     def stats(self) -> dict[str, int]:
@@ -119,6 +122,10 @@ class ReplayAddon(FailLoudly):
     # -- options ----------------------------------------------------------------
 
     def load(self, loader: Loader) -> None:
+        # A request passed upstream that gets no response: JSON for its client, as the
+        # recorder answers (streamtape.mitm.error_answer), not mitmproxy's HTML page.
+        if not self._answering:
+            self._answering = error_answer.install()
         loader.add_option(
             "streamtape_cassette", Sequence[str], [],
             "Cassette files or folders to replay (repeat, or separate with commas).",
@@ -244,6 +251,9 @@ class ReplayAddon(FailLoudly):
         self._ready.set()
 
     async def done(self) -> None:
+        if self._answering:
+            self._answering = False
+            error_answer.uninstall()
         self._ready.set()
         if self.server is not None:
             await self.server.close()
@@ -288,6 +298,16 @@ class ReplayAddon(FailLoudly):
 
     # -- flows ------------------------------------------------------------------
 
+    def error(self, flow: http.HTTPFlow) -> None:
+        """A request passed upstream got no response (refused, unresolvable, a certificate
+        not trusted, closed before its head): its client is told why in JSON."""
+        if (self._answering and flow.metadata.get("streamtape_passed") and flow.response is None
+                and flow.request.timestamp_end is not None):
+            msg = flow.error.msg if flow.error else "unknown error"
+            error_answer.answer(flow, upstream_error_message(
+                error_answer.upstream_of(flow), msg, proxy="replay proxy",
+                insecure_hint="--set ssl_insecure=true accepts a backend with a self-signed certificate"))
+
     async def request(self, flow: http.HTTPFlow) -> None:
         if self.matcher is None or self.failed is not None or flow.response is not None:
             return
@@ -313,6 +333,7 @@ class ReplayAddon(FailLoudly):
                 self._line(f"{r.method} {r.pretty_url} refused ({status}): {e}")
             else:
                 self._counts["passthrough"] += 1
+                flow.metadata["streamtape_passed"] = True
                 self._line(f"{r.method} {r.pretty_url} passed upstream: {e}")
             return
         flow.metadata["streamtape_replay"] = index

@@ -25,7 +25,7 @@ from streamtape.mitm.options import parse_bool
 from tests.support import ROOT
 from tests.support.builders import CHAT_BODY, EVENTS, MS, WORDS, chat_ix
 from tests.support.processes import STREAMTAPE, Child, start
-from tests.support.servers import ScriptedServer, content_length, raw_request
+from tests.support.servers import ScriptedServer, content_length, raw_request, refused_port
 
 BIN = Path(sys.executable).parent
 TEXT = "".join(e.decode() for e in EVENTS)
@@ -202,3 +202,17 @@ def test_serve_proxy_bad_profile_is_one_line(tape: Path) -> None:
     )
     assert res.returncode == 2
     assert res.stderr.startswith("streamtape: error: ") and "warp" in res.stderr
+
+
+def test_a_request_passed_to_an_upstream_that_refuses_gets_a_json_502_naming_it(proxy: tuple[str, Child]) -> None:
+    # Nothing recorded answers it, so it goes upstream, and nothing listens there: the
+    # client reads why in its API's error shape, not mitmproxy's HTML page.
+    url, proc = proxy
+    with refused_port() as port, httpx.Client(proxy=url, timeout=10) as c:
+        r = c.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"model": "unrecorded"})
+    assert r.status_code == 502
+    assert r.headers["content-type"].startswith("application/json")
+    message = r.json()["error"]["message"]
+    assert message.startswith(f"streamtape's replay proxy could not reach the upstream http://127.0.0.1:{port}: "
+                              "connection refused"), message
+    assert "passed upstream" in proc.wait_for(rf"127\.0\.0\.1:{port}/v1/chat/completions passed upstream").group(0)
