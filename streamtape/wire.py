@@ -220,6 +220,14 @@ def is_form(content_type: str | None) -> bool:
     return (content_type or "").split(";")[0].strip().lower() == FORM
 
 
+def is_form_body(body: bytes, content_type: str | None) -> bool:
+    """Whether a request body is read as a form: its content type says so and it is not
+    JSON sent under that label (``curl -d`` and Python's urllib label every body they
+    send form-urlencoded, JSON included; a form's first field never starts with ``{``
+    or ``[``)."""
+    return is_form(content_type) and body.lstrip()[:1] not in (b"{", b"[")
+
+
 def form_pairs(body: bytes) -> tuple[tuple[str, str], ...]:
     """A form body's fields, decoded, in the order sent (a body that is not UTF-8 is read as
     Latin-1: every byte stays one character, so two bodies differ exactly when their bytes do)."""

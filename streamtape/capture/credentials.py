@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..cassette.model import REDACTED
-from ..wire import form_pairs, is_form
+from ..wire import form_pairs, is_form_body
 
 __all__ = ["Credential", "CredentialKind", "find_credentials", "looks_secret_name"]
 
@@ -104,7 +104,7 @@ def find_credentials(body: bytes, content_type: str | None = None) -> list[Crede
     A body that is neither (by its content type, or because it does not
     parse) has none; so has a string at the top level, which no field names.
     """
-    if body and is_form(content_type):
+    if body and is_form_body(body, content_type):
         return [Credential(k, k, kind) for k, v in form_pairs(body)
                 if v != REDACTED and (kind := _kind(v, looks_secret_name(k)))]
     if not body or (content_type and "json" not in content_type.lower()):

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from ..cassette.model import REDACTED, Headers, Request
-from ..wire import header_value, is_form
+from ..wire import header_value, is_form_body
 
 __all__ = ["DEFAULT_REDACT_FORM_FIELDS", "DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "SIGNED_CALL_HEADERS", "Redaction"]
 
@@ -124,7 +124,7 @@ class Redaction:
         depth; other bodies are left alone."""
         if not self.enabled or not body:
             return body
-        if is_form(content_type):
+        if is_form_body(body, content_type):
             return self.redact_form(body)
         if not self.body_fields:
             return body

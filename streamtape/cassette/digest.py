@@ -25,7 +25,7 @@ from hashlib import blake2b
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..wire import form_pairs, header_value, is_form
+from ..wire import form_pairs, header_value, is_form_body
 from .model import REDACTED
 
 __all__ = ["WILDCARD", "digest_of_begin", "digest_parts", "has_redacted", "request_digest", "without_nulls"]
@@ -99,7 +99,7 @@ def request_digest(
     """
     parts = urlsplit(url)
     query = tuple(parse_qsl(parts.query, keep_blank_values=True))
-    form = form_pairs(body) if is_form(content_type) else None
+    form = form_pairs(body) if is_form_body(body, content_type) else None
     return digest_parts(method, parts.path or "/", query, body, recorded=recorded, strip=strip, form=form)
 
 

@@ -60,7 +60,7 @@ from ..capture.redaction import DEFAULT_REDACT_HEADERS, SIGNED_CALL_HEADERS
 from ..cassette.digest import has_redacted
 from ..cassette.model import REDACTED, Interaction, Request
 from ..errors import NoMatchError
-from ..wire import form_pairs, header_value, is_form
+from ..wire import form_pairs, header_value, is_form_body
 from .mcp import SessionOrder
 
 __all__ = [
@@ -153,7 +153,7 @@ class RequestKey:
         pairs = tuple(parse_qsl(parts.query, keep_blank_values=True))
         hdrs = tuple((k.lower(), v) for k, v in _pairs(headers))
         body = bytes(body or b"")
-        form = form_pairs(body) if is_form(header_value(hdrs, "content-type")) else None
+        form = form_pairs(body) if is_form_body(body, header_value(hdrs, "content-type")) else None
         return cls(method.upper(), parts.path or "/", pairs, hdrs, body,
                    NOT_JSON if form is not None else parse_json(body), form)
 

@@ -81,7 +81,9 @@ def test_proxy_replay_keeps_the_recorded_timing(proxy: tuple[str, object]) -> No
     arrivals = [t for t, _ in r.chunks]
     assert len(arrivals) == len(EVENTS)
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert statistics.median(abs(g - 20 * MS) for g in gaps) < 3 * MS, gaps
+    # Generous for a loaded machine (a second suite beside this one gave a median of 3.8 ms):
+    # replay that lost the timing would be off by the whole 20 ms of every gap.
+    assert statistics.median(abs(g - 20 * MS) for g in gaps) < 8 * MS, gaps
 
 
 def test_https_through_the_proxy_with_its_ca(proxy: tuple[str, object], confdir: Path) -> None:

@@ -111,8 +111,10 @@ def test_faithful_replay_reproduces_recorded_gaps(served: ReplayServer) -> None:
     errors = [abs(g - 20 * MS) for g in gaps]
     # Generous: client and server share one process (and its GIL) on a busy machine.
     # bench/replay.py measures the real figures, client and server in separate processes.
-    assert statistics.median(errors) < 2 * MS, gaps
-    assert max(errors) < 15 * MS, gaps
+    # (CI beside a second suite gave a median of 2.1 ms.) A replay that lost the timing
+    # would be off by the whole 20 ms of a gap.
+    assert statistics.median(errors) < 6 * MS, gaps
+    assert max(errors) < 19 * MS, gaps
     # The first piece is due 20 ms after the request, the head 10 ms after.
     assert 15 * MS < arrivals[0] < 60 * MS
 

@@ -208,7 +208,9 @@ def test_shadows_cost_the_client_no_time_beyond_the_recorder(session: Session) -
         # Waiting for the slow shadow would cost 300 ms before the first event and 750 ms in all.
         assert (p.ended - p.started) - (d.ended - d.started) < 200_000_000
     assert max(first) < 100_000_000, first
-    assert statistics.median(gap_diffs) < 2_000_000, sorted(gap_diffs)
+    # 10 ms: a second suite beside this one gave a median of 3.1 ms; waiting for a shadow
+    # would cost its 300 ms.
+    assert statistics.median(gap_diffs) < 10_000_000, sorted(gap_diffs)
     assert max(gap_diffs) < 100_000_000, sorted(gap_diffs)
 
 

@@ -73,3 +73,14 @@ def test_a_credential_left_in_a_form_body_is_reported_and_a_redacted_one_is_not(
     body = Redaction().redact_body(b"apikey=wx-secret&session_key=0123456789abcdef0123456789abcdef&q=1", FORM)
     found = find_credentials(body, FORM)
     assert [(c.field, c.kind) for c in found] == [("session_key", CredentialKind.HEX_TOKEN)]
+
+
+def test_json_sent_under_the_form_label_is_matched_and_digested_as_json():
+    # curl -d and Python's urllib label every body form-urlencoded, JSON included.
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    recorded = Interaction(Request("POST", URL, headers=(("Content-Type", "application/json"),), body=body),
+                           Response(200, "OK"))
+    spaced = b'{"messages": [{"content": "hi", "role": "user"}], "model": "m"}'
+    assert Matcher([recorded]).match("POST", URL, [("content-type", FORM)], spaced) is not None
+    assert request_digest("POST", URL, body, content_type="application/json") == request_digest(
+        "POST", URL, spaced, content_type=FORM, recorded=False)
