@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import mitmproxy.tools.dump  # noqa: F401
@@ -28,3 +30,14 @@ import httpcore  # noqa: F401
 
 PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
 """The plugins an in-process run leaves out (caches, hypothesis, VCR's recording plugin)."""
+
+
+def asyncio_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester project whose async fixtures get a loop per test (pytest-asyncio's setting)."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """``pytest ARGS`` in-process in the project, without :data:`PLUGINS`."""
+    return pytester.runpytest(*PLUGINS, *args)

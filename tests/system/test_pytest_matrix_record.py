@@ -25,7 +25,10 @@ from streamtape.cassette.lock import hold as real_hold
 from streamtape.profiles import ADVERSARIAL
 from streamtape.pytest_plugin import matrix_record
 from tests.support.builders import chat_events, chat_ix
-from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
+from tests.support.pytester_runs import (  # imports mitmproxy once, before any run
+    asyncio_project,
+    run,
+)
 from tests.support.servers import Conn, Received, ScriptedServer, sse_events
 
 pytest_plugins = ["pytester"]
@@ -80,12 +83,7 @@ def upstream() -> Iterator[ScriptedServer]:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    return pytester
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(*PLUGINS, *args)
+    return asyncio_project(pytester)
 
 
 def record(pytester: pytest.Pytester, upstream: ScriptedServer, *args: str, mode: str = "once") -> pytest.RunResult:

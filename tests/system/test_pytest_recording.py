@@ -15,7 +15,10 @@ import pytest
 
 import streamtape
 from tests.support.builders import CHAT_BODY, chat_events, chat_ix
-from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
+from tests.support.pytester_runs import (  # imports mitmproxy once, before any run
+    asyncio_project,
+    run,
+)
 from tests.support.servers import Conn, Received, ScriptedServer, sse_events
 
 pytest_plugins = ["pytester"]
@@ -67,12 +70,7 @@ def upstream() -> Iterator[ScriptedServer]:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    return pytester
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(*PLUGINS, *args)
+    return asyncio_project(pytester)
 
 
 def cassette_of(pytester: pytest.Pytester, module: str, test: str) -> Path:
