@@ -63,11 +63,29 @@ class Arrivals:
                 self.requests.append(req)
                 self.in_flight += 1
                 self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            ended = False
+
+            def done() -> None:
+                nonlocal ended
+                with self.lock:
+                    if not ended:
+                        ended = True
+                        self.in_flight -= 1
+
+            # Out of flight at the last chunk's write, before the client can have read it:
+            # counted at the handler's return instead, a client that starts its next request
+            # on that read could be seen beside this one on a busy machine.
+            end_chunks = c.end_chunks
+
+            def end_and_count() -> None:
+                done()
+                end_chunks()
+
+            c.end_chunks = end_and_count  # type: ignore[method-assign]
             try:
                 return handler(req, c)
             finally:
-                with self.lock:
-                    self.in_flight -= 1
+                done()
 
         return handle
 
