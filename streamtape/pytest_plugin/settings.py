@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -133,20 +132,13 @@ def record_mode(value: object, where: str) -> RecordMode:
 
 
 def check_upstream(url: object, where: str) -> str:
+    """The upstream a marker, ini or command-line option names: an origin, checked as
+    ``record --upstream`` checks it (:func:`streamtape.shadow.targets.backend_url`)."""
+    from ..shadow.targets import backend_url
+
     if not isinstance(url, str):
         raise OptionError(f"{where}: expected an http:// or https:// URL, not {url!r}")
-    parts = urlsplit(url.strip())
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise OptionError(f"{where}: bad port in {url!r}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OptionError(f"{where}: expected an http:// or https:// URL, not {url!r}")
-    if parts.path not in ("", "/") or parts.query:
-        raise OptionError(
-            f"{where}: {url!r} has a path; give scheme://host[:port] (each request keeps its own path)"
-        )
-    return url.strip().rstrip("/")
+    return backend_url(where, url.strip(), path=False).rstrip("/")
 
 
 def expand_profiles(texts: Sequence[str]) -> list[MatrixProfile]:

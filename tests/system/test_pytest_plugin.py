@@ -426,8 +426,8 @@ def test_no_matrix_no_summary(project: pytest.Pytester) -> None:
         ('record_mode="sometimes"', "record_mode: unknown record mode 'sometimes' (expected one of none, once, new_episodes, all)"),
         ('record_mode="new_episodes"', "record_mode=new_episodes (marker) needs the real backend to record *"),
         ('record_mod="once"', "streamtape marker: unknown argument 'record_mod' (known: cassette, *"),
-        ('upstream="ftp://x"', "upstream: expected an http:// or https:// URL, not 'ftp://x'"),
-        ('upstream="http://127.0.0.1:8080/v1"', "upstream: 'http://127.0.0.1:8080/v1' has a path; give scheme://host[[]:port[]]*"),
+        ('upstream="ftp://x"', "upstream 'ftp://x': expected an http:// or https:// URL (or HOST:PORT)"),
+        ('upstream="http://127.0.0.1:8080/v1"', "upstream 'http://127.0.0.1:8080/v1': takes no path; give scheme://host[[]:port[]]*"),
     ],
 )
 def test_misuse_is_one_collection_error_naming_the_bad_value(
