@@ -154,6 +154,11 @@ class _Pass:
                 end = pos + FRAME.size + n
                 if magic == MAGIC and end > size:
                     nxt = self._resync(pos + 1, expected)
+                    if nxt is None and frame_check(view[pos + FRAME.size : size], seq) == check:
+                        # Whole to the end of the file under the length it was written with:
+                        # its length field is what is damaged, not a write cut short.
+                        self._damaged(pos, size - pos, "record frame is damaged (its length)")
+                        break
                     if nxt is None:
                         good_end = pos  # a torn last record
                         break

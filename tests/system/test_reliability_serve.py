@@ -332,7 +332,9 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
     # Generous bounds: the machine this runs on is shared, and one Python client times all
     # 1,000 streams (bench/reliability.py has the figures). They still catch a stream held
     # up by another's failure, or streams served one after another.
-    assert p50 < 50 and p99 < 500
+    # (Three suites at once on two cores gave p99 639 ms; streams served one after another
+    # would be seconds late.)
+    assert p50 < 50 and p99 < 1500
     # The last piece's lateness is mostly the one Python client's: beside a second test
     # suite on these 2 cores its median was 366-544 ms, beside two (a CI run and a suite)
     # 1,777 ms (quiet: tens of ms). Served one after another, 1,000 streams of 1.5 s would

@@ -43,6 +43,20 @@ def flips(draw: st.DrawFn, size: int, start: int) -> list[Flip]:
     return [(draw(st.integers(start, size - 1)), draw(st.integers(1, 255))) for _ in range(n)]
 
 
+def test_a_flipped_length_in_the_last_record_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
+    # Found by the test below: the last record's length field grown past the file's end
+    # read as a write cut short, and its interaction loaded as if nothing had happened.
+    rec = recorded(tmp_path, 1, False)
+    last = rec.data.rindex(b"\xc1\xa5")
+    buf = bytearray(rec.data)
+    buf[last + 2] ^= 1  # the length's top byte
+    p = tmp_path / "flipped.tape"
+    p.write_bytes(bytes(buf))
+    v = judge(p, rec)
+    assert v.problems == [] and not v.torn
+    assert set(v.loaded) == set(range(7)) and 7 in v.reported
+
+
 @pytest.mark.parametrize("at_once", [1, 3])
 @SETTINGS
 @given(data=st.data())

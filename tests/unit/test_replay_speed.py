@@ -145,7 +145,9 @@ async def test_crowded_deadlines_share_wake_ups_and_none_is_early() -> None:
 
     waker._tick = counting  # type: ignore[method-assign]
     try:
-        start = now() + 5 * MS
+        # 50 ms ahead: registering them all must end before the first is due, even on a
+        # loaded machine (a past deadline's sleep_until returns without yielding).
+        start = now() + 50 * MS
         # 400 deadlines 10 us apart: 4 ms of them; without batching, a turn for each few.
         deadlines = [start + i * 10_000 for i in range(400)]
         for d in deadlines:
