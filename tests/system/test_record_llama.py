@@ -61,8 +61,9 @@ def test_openai_sdk_stream_from_llama_server_is_recorded_exactly(llama_slow: str
     # The slow model makes a token about every 10 ms; the recording keeps that rhythm.
     gaps = [(b.at_ns - x.at_ns) / 1e6 for x, b in zip(chat.pieces, chat.pieces[1:], strict=False)]
     # (On a busy machine the model itself is slower: a median of 72 ms was seen beside a
-    # second suite. The bound still tells pieces kept apart from a body held and sent whole.)
-    assert 3 <= statistics.median(gaps) <= 250
+    # second suite, 311 ms beside two. The lower bound tells pieces kept apart from a body
+    # held and sent whole; the upper one only a recorder that sat on them for seconds.)
+    assert 3 <= statistics.median(gaps) <= 1000
     assert comp.response is not None
     assert comp.response.body == native
     assert analyze(comp).shape == "llamacpp"
