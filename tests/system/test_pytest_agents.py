@@ -20,7 +20,10 @@ import streamtape
 from streamtape.shapes import analyze
 from tests.support import ROOT
 from tests.support.agent_streams import agent_routes
-from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
+from tests.support.pytester_runs import (  # imports mitmproxy once, before any run
+    PLUGINS,
+    asyncio_project,
+)
 from tests.support.servers import ScriptedServer
 
 pytest_plugins = ["pytester"]
@@ -72,7 +75,7 @@ def test_ag_ui_and_a2a_streams_recorded_once_replay_offline_into_the_sdks(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(ROOT))  # the generated module imports tests.support
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    asyncio_project(pytester)
     pytester.makepyfile(test_agent=AGENT_MODULE)
     with ScriptedServer(agent_routes()) as up:
         recorded = pytester.runpytest(*PLUGINS, "--streamtape-record-mode=once", "--streamtape-upstream", up.url)

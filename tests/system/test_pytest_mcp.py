@@ -18,7 +18,10 @@ import streamtape
 from streamtape.mcp import sessions_of
 from tests.support import ROOT
 from tests.support.processes import start
-from tests.support.pytester_runs import PLUGINS  # imports mitmproxy once, before any run
+from tests.support.pytester_runs import (  # imports mitmproxy once, before any run
+    PLUGINS,
+    asyncio_project,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -53,7 +56,7 @@ def test_an_mcp_session_recorded_once_replays_offline_under_every_adversarial_pr
     from streamtape.profiles import ADVERSARIAL
 
     monkeypatch.syspath_prepend(str(ROOT))  # the generated module imports tests.support
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    asyncio_project(pytester)
     pytester.makepyfile(test_agent=AGENT_MODULE)
     with start([sys.executable, "-m", "tests.support.mcp_server"], r"mcp server on (http://\S+?)/mcp") as server:
         recorded = pytester.runpytest(*PLUGINS, "--streamtape-record-mode=once",
