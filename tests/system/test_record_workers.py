@@ -22,7 +22,7 @@ from streamtape.cassette.model import Outcome
 from tests.support.builders import chat_events, wait_until
 from tests.support.processes import STREAMTAPE, children, start
 from tests.support.recording import recording
-from tests.support.servers import Conn, Received, ScriptedServer, self_signed_tls, sse_events
+from tests.support.servers import ScriptedServer, self_signed_tls, sse_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux only")]
 
@@ -82,13 +82,8 @@ def test_a_run_joins_its_recordings_after_those_the_cassette_held(tmp_path: Path
 
 def test_a_killed_run_leaves_worker_files_the_next_run_joins_with_the_cut_stream_marked(tmp_path: Path):
     out = tmp_path / "s.tape"
-    slow_started = threading.Event()
-
-    def slow(req: Received, c: Conn) -> None:
-        slow_started.set()
-        sse_events(chat_events(["x"] * 200), gap=0.05)(req, c)
-
-    routes = {PATH: sse_events(chat_events(["a"])), "/slow": slow}
+    first_piece_read = threading.Event()
+    routes = {PATH: sse_events(chat_events(["a"])), "/slow": sse_events(chat_events(["x"] * 200), gap=0.05)}
     with ScriptedServer(routes) as up:
         with recording(out, "--workers", "2", upstream=up.url) as rec:
             for i in range(4):
@@ -96,12 +91,18 @@ def test_a_killed_run_leaves_worker_files_the_next_run_joins_with_the_cut_stream
             rec.wait_lines(4)
             workers = children(rec.pid)
             def cut_short() -> None:
-                with contextlib.suppress(httpx.HTTPError):  # the recorder goes mid-stream
-                    httpx.post(rec.url + "/slow", json={"i": 99}, timeout=30)
+                with (
+                    contextlib.suppress(httpx.HTTPError),  # the recorder goes mid-stream
+                    httpx.stream("POST", rec.url + "/slow", json={"i": 99}, timeout=30) as r,
+                ):
+                    for _ in r.iter_raw():
+                        first_piece_read.set()
 
             cut = threading.Thread(target=cut_short, daemon=True)
             cut.start()
-            assert slow_started.wait(10)
+            # Killed once the client holds a piece: the recorder has the response head by then
+            # (a stream killed before its head arrived was never going to be recorded).
+            assert first_piece_read.wait(10)
             rec.kill()  # SIGKILL: the parent cannot join anything
             # The workers see their parent gone and stop, each closing its file.
             wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in workers), timeout=20)
