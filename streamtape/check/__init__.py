@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, cast
+from urllib.parse import urlsplit
 
 from ..capture.mcp import SESSION_HEADER
 from ..cassette.model import Interaction, Outcome
@@ -104,6 +105,30 @@ def usage_requested(ix: Interaction) -> bool:
     return isinstance(so, dict) and so.get("include_usage") is True
 
 
+_STREAM_ACCEPT = ("text/event-stream", "ndjson", "vnd.amazon.eventstream")
+_OLLAMA_STREAMING_PATHS = ("/api/chat", "/api/generate")  # they stream unless told "stream": false
+
+
+def stream_requested(ix: Interaction) -> bool:
+    """Whether the request asked for a stream: a JSON body's ``"stream"``, else an ``Accept``
+    of a streaming type, a path that names a stream (Gemini's ``streamGenerateContent``,
+    Bedrock's ``converse-stream``, watsonx.ai's ``generation_stream``), or Ollama's
+    chat and generate, which stream by default. A token, project or model-list call asks
+    for none: its JSON answer is what it asked for."""
+    req = ix.request
+    try:
+        body = json.loads(req.body) if req.body else None
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("stream"), bool):
+        return bool(body["stream"])
+    accept = (req.header("accept") or "").lower()
+    if any(t in accept for t in _STREAM_ACCEPT):
+        return True
+    path = urlsplit(req.url).path
+    return "stream" in path.lower() or path.rstrip("/").endswith(_OLLAMA_STREAMING_PATHS)
+
+
 CLIENT_LEFT = "client left after the end"
 """What a report says of a stream the client hung up on once it had ended (:func:`left_after_end`)."""
 
@@ -180,7 +205,7 @@ def check(ix: Interaction, analysis: Analysis | None = None, shape: str | None =
     if a.decode_error:
         out.append(Finding("decode-error", a.decode_error))
     if a.wire is None:
-        if r.status == 200 and len(ix.pieces) > 0 and shape is None:
+        if r.status == 200 and len(ix.pieces) > 0 and shape is None and stream_requested(ix):
             out.append(Finding("not-a-stream", "body is not SSE, NDJSON, an AWS event stream or "
                                f"a JSON array ({r.content_type or 'no content type'})"))
         return out

@@ -117,8 +117,20 @@ def test_tool_call_arguments_not_json_when_joined():
     assert codes(ix_of(body)) == ["tool-args-invalid"]
 
 
-def test_not_a_stream():
-    assert codes(ix_of(b"plain text answer", ct="text/plain")) == ["not-a-stream"]
+def test_a_stream_asked_for_and_answered_in_plain_text_is_not_a_stream():
+    assert codes(ix_of(b"plain text answer", ct="text/plain", req=b'{"stream": true}')) == ["not-a-stream"]
+    # Ollama's chat streams unless told not to; a path that names a stream asks for one.
+    assert codes(ix_of(b"plain", path="/api/chat", ct="text/plain")) == ["not-a-stream"]
+    assert codes(ix_of(b"{}", path="/ml/v1/text/generation_stream", ct="application/json")) == ["not-a-stream"]
+
+
+def test_a_json_answer_to_a_call_that_asked_no_stream_is_no_finding():
+    # watsonx.ai's IAM token, project and model-spec calls, recorded with --all before its stream
+    assert codes(ix_of(b'{"access_token": "t"}', path="/identity/token", ct="application/json",
+                       req=b"grant_type=x")) == []
+    assert codes(ix_of(b'{"id": "c"}', ct="application/json", req=b'{"stream": false}')) == []
+    assert codes(ix_of(b'{"done": true}', path="/api/chat", ct="application/json",
+                       req=b'{"stream": false}')) == []
 
 
 # ---- the command ------------------------------------------------------------
