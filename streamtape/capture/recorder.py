@@ -59,6 +59,7 @@ from ..errors import OptionError
 from ..wire import Framing, header_value
 from .credentials import Credential, find_credentials
 from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, Redaction
+from .response_secrets import FieldMasker
 
 Item = TypeVar("Item", Piece, Message)
 
@@ -80,6 +81,14 @@ def framing_of(http_version: str, headers: Headers) -> Framing:
     if header_value(headers, "content-length") is not None:
         return Framing.CONTENT_LENGTH
     return Framing.CLOSE_DELIMITED
+
+
+def _json_answer(headers: Headers) -> bool:
+    """A JSON answer that is no stream of lines: where a token response's fields are masked."""
+    ct = (header_value(headers, "content-type") or "").lower()
+    if "json" not in ct or "ndjson" in ct or "jsonl" in ct or "json-seq" in ct:
+        return False
+    return (header_value(headers, "content-encoding") or "identity").lower() == "identity"
 
 
 def is_streaming(http_version: str, content_type: str | None, transfer_encoding: str | None) -> bool:
@@ -180,6 +189,11 @@ class _Flight:
     response: Response | None = None
     pieces: list[Piece] = field(default_factory=list)
     unsent: Unsent[Piece] = field(default_factory=Unsent)
+    masker: FieldMasker | None = None
+    """Masks the token fields of a JSON answer (:mod:`.response_secrets`); None for others."""
+    released: int = 0
+    """With a masker: how many of ``pieces`` are decided (masked) and went to ``unsent``."""
+    released_bytes: int = 0
 
 
 Sink = Callable[[list[Record]], None]
@@ -306,14 +320,44 @@ class Recorder:
             framing=framing_of(http_version, headers),
             headers_at_ns=now_ns - f.t0_ns,
         )
+        if self.redaction.enabled and self.redaction.response_fields and _json_answer(headers):
+            # Pieces that came before the head are all still unsent (no id yet): they go
+            # through the masker from the start.
+            f.masker = FieldMasker(self.redaction.response_fields)
+            f.unsent = Unsent()
+            for p in f.pieces:
+                f.masker.feed(p.data)
         self.sink([self._begin_record(f)])
+        if f.masker is not None:
+            self._release(f)
+
+    def _release(self, f: _Flight) -> None:
+        """Hand on the pieces the masker has decided, masked."""
+        m = f.masker
+        assert m is not None
+        due = False
+        while f.released < len(f.pieces):
+            p = f.pieces[f.released]
+            stop = f.released_bytes + len(p.data)
+            if stop > m.decided:
+                break
+            if m.masked:
+                p = f.pieces[f.released] = Piece(p.at_ns, bytes(m.body[f.released_bytes : stop]))
+            f.released += 1
+            f.released_bytes = stop
+            due = f.unsent.add(p, len(p.data), self.batching) or due
+        if due:
+            self._flush(f)
 
     def piece(self, key: object, data: bytes, now_ns: int) -> None:
         """One body piece (hot path: an append, and a batch hand-off now and then)."""
         f = self._flights[key]
         p = Piece(now_ns - f.t0_ns, data)
         f.pieces.append(p)
-        if f.unsent.add(p, len(data), self.batching):
+        if f.masker is not None:
+            f.masker.feed(data)
+            self._release(f)
+        elif f.unsent.add(p, len(data), self.batching):
             self._flush(f)
 
     def _flush(self, f: _Flight) -> None:
@@ -337,6 +381,9 @@ class Recorder:
         if f.rid is None:
             # No response head (upstream refused, or it failed before answering).
             self.sink([self._begin_record(f)])
+        if f.masker is not None:
+            f.masker.end()
+            self._release(f)
         response = replace(f.response, pieces=tuple(f.pieces)) if f.response else None
         ix = Interaction(f.request, response, outcome, error, end_ns, dict(f.labels), f.setup)
         self._flush(f)

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunspli
 
 from ..cassette.model import REDACTED, Headers, Request
 from ..wire import header_value, is_form_body
+from .response_secrets import DEFAULT_REDACT_RESPONSE_FIELDS
 
 __all__ = ["DEFAULT_REDACT_FORM_FIELDS", "DEFAULT_REDACT_HEADERS", "DEFAULT_REDACT_QUERY", "REDACTED", "SIGNED_CALL_HEADERS", "Redaction"]
 
@@ -74,6 +75,8 @@ class Redaction:
     body_fields: frozenset[str] = frozenset()
     form_fields: frozenset[str] = frozenset(DEFAULT_REDACT_FORM_FIELDS)
     """Form-body fields to blank: the defaults and the user's ``body_fields``."""
+    response_fields: frozenset[str] = frozenset(DEFAULT_REDACT_RESPONSE_FIELDS)
+    """Token fields of a JSON answer, masked in place (:mod:`.response_secrets`)."""
 
     @classmethod
     def build(

@@ -411,8 +411,12 @@ def _replicate_create(req: Received, c: Conn) -> None:
 
 WATSONX_MODEL = "ibm/granite-3-8b-instruct"
 WATSONX_PROJECT = "0f3c7a2e-5b1d-4c8e-9a6f-2d4b8e1c7a90"
-WATSONX_TOKEN = "eyJhbGciOiJub25lIn0.eyJleHAiOjQxMDI0NDQ4MDAsImlhbV9pZCI6IklCTWlkLXRlc3QifQ."
-"""The IAM access token the scripted token endpoint hands out (unsigned, expiring in 2100)."""
+WATSONX_TOKEN_SIGNATURE = "c2NyaXB0ZWQtc2lnbmF0dXJlLW9mLXRoZS10ZXN0LWlhbS10b2tlbg"
+WATSONX_TOKEN = (
+    "eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjQxMDI0NDQ4MDAsImlhbV9pZCI6IklCTWlkLXRlc3QifQ." + WATSONX_TOKEN_SIGNATURE
+)
+"""The IAM access token the scripted token endpoint hands out (expiring in 2100; its
+signature, made up, is what the recorder masks)."""
 
 
 def watsonx_events() -> list[bytes]:

@@ -219,6 +219,15 @@ def test_the_watsonx_api_key_in_the_iam_form_body_does_not_reach_the_cassette(re
     assert S.WATSONX_KEY.encode() not in recorded.path.read_bytes()
 
 
+def test_the_iam_token_answer_reaches_the_cassette_with_its_signature_masked(recorded: Recorded):
+    assert P.WATSONX_TOKEN_SIGNATURE.encode() not in recorded.path.read_bytes()
+    token = recorded.calls["watsonx-stream"][0]
+    answer = json.loads(b"".join(p.data for p in token.pieces))
+    kept, _, signature = answer["access_token"].rpartition(".")
+    assert kept == P.WATSONX_TOKEN.rpartition(".")[0], "the payload (its expiry) is kept"
+    assert len(signature) == len(P.WATSONX_TOKEN_SIGNATURE) and set(signature) <= set("REDACT")
+
+
 def test_the_iam_token_call_keeps_its_other_form_fields_as_sent_and_the_key_as_redacted(recorded: Recorded):
     token = recorded.calls["watsonx-stream"][0]
     assert token.request.path == "/identity/token"
