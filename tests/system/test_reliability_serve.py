@@ -340,13 +340,14 @@ def test_1000_realtime_streams_with_5_percent_hanging_up_the_rest_complete_on_ti
     # 1,777 ms (quiet: tens of ms). Served one after another, 1,000 streams of 1.5 s would
     # be 25 minutes late: 5 s still catches that.
     assert statistics.median(ends) < 5000
-    # Back where they were: every connection closed, and memory within 6 MiB of the start
+    # Back where they were: every connection closed, and memory within 8 MiB of the start
     # (the request journal keeps a line per request: about 300 KiB for 1,000; beside other
     # work the second round ended 3.7-4.2 MiB above the first, the allocator keeping its
-    # arenas; a connection's objects kept alive would be 5 MiB and more on top).
+    # arenas, and 6.1 MiB once beside a second CI run; a connection's objects kept alive
+    # would be 5 MiB and more on top of the 4).
     assert sampler.fds >= fds0 + STREAMS // 2  # the streams were open at once
     assert fds1 == fds0
-    assert rss1 <= rss0 + 6 * 1024
+    assert rss1 <= rss0 + 8 * 1024
     outcomes = [re.search(r"outcome=(\w+)", x).group(1) for x in log[STREAMS:] if "outcome=" in x]  # type: ignore[union-attr]
     assert sorted(set(outcomes)) == ["client_disconnected", "complete"]
     # The server logs a hang-up as such unless it had written the whole response first: a
