@@ -93,13 +93,19 @@ class Finding:
         return {**asdict(self), "severity": str(self.severity)}
 
 
-def usage_requested(ix: Interaction) -> bool:
-    """The request asked for a usage chunk (``stream_options.include_usage``)."""
+def _request_json(ix: Interaction) -> dict[str, object] | None:
+    """The request's JSON object body, or None (no body, not JSON, not an object)."""
     try:
         body = json.loads(ix.request.body or b"null")
     except (ValueError, UnicodeDecodeError):
-        return False
-    if not isinstance(body, dict):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def usage_requested(ix: Interaction) -> bool:
+    """The request asked for a usage chunk (``stream_options.include_usage``)."""
+    body = _request_json(ix)
+    if body is None:
         return False
     so = body.get("stream_options")
     return isinstance(so, dict) and so.get("include_usage") is True
@@ -116,11 +122,8 @@ def stream_requested(ix: Interaction) -> bool:
     chat and generate, which stream by default. A token, project or model-list call asks
     for none: its JSON answer is what it asked for."""
     req = ix.request
-    try:
-        body = json.loads(req.body) if req.body else None
-    except (ValueError, UnicodeDecodeError):
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("stream"), bool):
+    body = _request_json(ix)
+    if body is not None and isinstance(body.get("stream"), bool):
         return bool(body["stream"])
     accept = (req.header("accept") or "").lower()
     if any(t in accept for t in _STREAM_ACCEPT):
