@@ -76,6 +76,7 @@ __all__ = [
     "body_end",
     "chunk_size",
     "connection_framing",
+    "drop_headers",
     "end_to_end",
     "error_api",
     "error_body",
@@ -92,6 +93,7 @@ __all__ = [
     "response_head",
     "status_head",
     "status_line",
+    "with_length",
 ]
 
 PROFILE_HEADER = "x-streamtape-profile"
@@ -209,6 +211,26 @@ def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
         if k.lower() == lname:
             return v
     return None
+
+
+def drop_headers(headers: Iterable[tuple[str, str]], *names: str) -> tuple[tuple[str, str], ...]:
+    """``headers`` without those named (case-insensitive)."""
+    lower = {n.lower() for n in names}
+    return tuple((k, v) for k, v in headers if k.lower() not in lower)
+
+
+def with_length(headers: Iterable[tuple[str, str]], length: int) -> tuple[tuple[str, str], ...]:
+    """``Content-Length`` set to ``length`` where the headers have one (first kept, in place)."""
+    out: list[tuple[str, str]] = []
+    seen = False
+    for k, v in headers:
+        if k.lower() == "content-length":
+            if seen:
+                continue
+            seen = True
+            v = str(length)
+        out.append((k, v))
+    return tuple(out)
 
 
 FORM = "application/x-www-form-urlencoded"

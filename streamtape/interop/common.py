@@ -32,10 +32,11 @@ from enum import StrEnum
 
 from ..capture.recorder import framing_of
 from ..capture.redaction import Redaction
+from ..capture.response_secrets import masked_answer
 from ..cassette.model import Headers, Interaction, Outcome, Request, Response
 from ..cassette.pieces import Piece
 from ..profiles import LatencyKind, Profile
-from ..wire import header_value, reason_phrase
+from ..wire import drop_headers, header_value, reason_phrase, with_length
 
 SOURCE_LABEL = "source"
 
@@ -112,25 +113,6 @@ class Notes:
 
 # --------------------------------------------------------------------------
 # Headers
-
-
-def drop_headers(headers: Iterable[tuple[str, str]], *names: str) -> Headers:
-    lower = {n.lower() for n in names}
-    return tuple((k, v) for k, v in headers if k.lower() not in lower)
-
-
-def with_length(headers: Headers, length: int) -> Headers:
-    """``Content-Length`` set to ``length`` where the headers have one (first kept, in place)."""
-    out: list[tuple[str, str]] = []
-    seen = False
-    for k, v in headers:
-        if k.lower() == "content-length":
-            if seen:
-                continue
-            seen = True
-            v = str(length)
-        out.append((k, v))
-    return tuple(out)
 
 
 def http_version(text: str | None) -> str:
@@ -266,12 +248,17 @@ def imported(
 
 
 def redacted(ix: Interaction, redaction: Redaction) -> Interaction:
-    """The secrets a recording would not have kept, blanked (request and response headers)."""
+    """The secrets a recording would not have kept, blanked: the request's, the response
+    headers', and the token fields of a JSON answer, masked as the recorder masks them."""
     if not redaction.enabled:
         return ix
     r = ix.response
     if r is not None:
         r = replace(r, headers=redaction.redact_headers(r.headers))
+        masked = masked_answer(r.pieces, r.headers, redaction.response_fields)
+        if masked is not None:
+            pieces, headers = masked
+            r = replace(r, pieces=tuple(pieces), headers=headers)
     return replace(ix, request=redaction.request(ix.request), response=r)
 
 

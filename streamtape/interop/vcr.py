@@ -53,7 +53,7 @@ import yaml
 from ..capture.redaction import Redaction
 from ..cassette.model import Headers, Interaction, Outcome, Request
 from ..errors import InteropError
-from ..wire import reason_phrase
+from ..wire import drop_headers, reason_phrase, with_length
 from .common import (
     Imported,
     Malformed,
@@ -61,11 +61,9 @@ from .common import (
     Source,
     content_coding,
     decode_body,
-    drop_headers,
     imported,
     one_piece_response,
     settle_coding,
-    with_length,
 )
 
 FORMAT_VERSION = 1

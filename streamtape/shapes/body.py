@@ -101,7 +101,7 @@ class DecodedBody:
         return b"".join(p for _, p in self.pieces)
 
 
-def _decompressor(encoding: str) -> tuple[Callable[[bytes], bytes], Callable[[], bool]] | None:
+def decompressor(encoding: str) -> tuple[Callable[[bytes], bytes], Callable[[], bool]] | None:
     """(decompress, finished) for an encoding, or None when unsupported."""
     if encoding in ("gzip", "x-gzip", "deflate"):
         z = zlib.decompressobj(zlib.MAX_WBITS | 32 if encoding != "deflate" else zlib.MAX_WBITS)
@@ -128,7 +128,7 @@ def decoded_body(ix: Interaction) -> DecodedBody:
     pieces = resp.pieces
     if enc in ("", "identity"):
         return DecodedBody(tuple((p.at_ns, p.data) for p in pieces if p.data), "identity")
-    d_f = _decompressor(enc)
+    d_f = decompressor(enc)
     if d_f is None:
         return DecodedBody((), enc, f"unsupported content-encoding {enc!r}")
     dec, finished = d_f
