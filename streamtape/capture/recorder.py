@@ -54,12 +54,12 @@ from ..cassette.model import (
     Setup,
 )
 from ..cassette.pieces import Piece
-from ..cassette.records import Record, begin_record, data_record
+from ..cassette.records import Record, begin_record, data_record, end_record
 from ..errors import OptionError
 from ..wire import Framing, header_value
 from .credentials import Credential, find_credentials
 from .redaction import DEFAULT_REDACT_HEADERS, DEFAULT_REDACT_QUERY, Redaction
-from .response_secrets import FieldMasker
+from .response_secrets import HOLD_BYTES, AnswerMasker, answer_masker
 
 Item = TypeVar("Item", Piece, Message)
 
@@ -81,14 +81,6 @@ def framing_of(http_version: str, headers: Headers) -> Framing:
     if header_value(headers, "content-length") is not None:
         return Framing.CONTENT_LENGTH
     return Framing.CLOSE_DELIMITED
-
-
-def _json_answer(headers: Headers) -> bool:
-    """A JSON answer that is no stream of lines: where a token response's fields are masked."""
-    ct = (header_value(headers, "content-type") or "").lower()
-    if "json" not in ct or "ndjson" in ct or "jsonl" in ct or "json-seq" in ct:
-        return False
-    return (header_value(headers, "content-encoding") or "identity").lower() == "identity"
 
 
 def is_streaming(http_version: str, content_type: str | None, transfer_encoding: str | None) -> bool:
@@ -189,12 +181,17 @@ class _Flight:
     response: Response | None = None
     pieces: list[Piece] = field(default_factory=list)
     unsent: Unsent[Piece] = field(default_factory=Unsent)
-    masker: FieldMasker | None = None
-    """Masks the token fields of a JSON answer (:mod:`.response_secrets`); None for others."""
-    released: int = 0
-    """With a masker: how many of ``pieces`` are decided (masked) and went to ``unsent``."""
-    released_bytes: int = 0
+    masker: AnswerMasker | None = None
+    """Masks the token fields of a JSON answer (:mod:`.response_secrets`); None for others.
+    With one, ``pieces`` holds only the pieces it handed on."""
 
+
+WITHHELD_ERROR = (
+    "the rest of this compressed answer was left out: a token field came after its first "
+    f"{HOLD_BYTES // 1024} KiB had been stored compressed, and it cannot be masked there "
+    "(--no-redact keeps it)"
+)
+"""The error of an answer whose rest :class:`~.response_secrets.AnswerMasker` withheld."""
 
 Sink = Callable[[list[Record]], None]
 """Where the recorder sends records, in order (for example :meth:`BackgroundWriter.submit`)."""
@@ -320,31 +317,23 @@ class Recorder:
             framing=framing_of(http_version, headers),
             headers_at_ns=now_ns - f.t0_ns,
         )
-        if self.redaction.enabled and self.redaction.response_fields and _json_answer(headers):
+        ready: list[Piece] = []
+        if self.redaction.enabled:
+            f.masker = answer_masker(headers, self.redaction.response_fields)
+        if f.masker is not None:
             # Pieces that came before the head are all still unsent (no id yet): they go
             # through the masker from the start.
-            f.masker = FieldMasker(self.redaction.response_fields)
-            f.unsent = Unsent()
-            for p in f.pieces:
-                f.masker.feed(p.data)
+            early, f.pieces, f.unsent = f.pieces, [], Unsent()
+            ready = [q for p in early for q in f.masker.feed(p)]
         self.sink([self._begin_record(f)])
-        if f.masker is not None:
-            self._release(f)
+        if ready:
+            self._hand_on(f, ready)
 
-    def _release(self, f: _Flight) -> None:
-        """Hand on the pieces the masker has decided, masked."""
-        m = f.masker
-        assert m is not None
+    def _hand_on(self, f: _Flight, pieces: list[Piece]) -> None:
+        """Keep and hand on the pieces the masker has decided (masked where needed)."""
         due = False
-        while f.released < len(f.pieces):
-            p = f.pieces[f.released]
-            stop = f.released_bytes + len(p.data)
-            if stop > m.decided:
-                break
-            if m.masked:
-                p = f.pieces[f.released] = Piece(p.at_ns, bytes(m.body[f.released_bytes : stop]))
-            f.released += 1
-            f.released_bytes = stop
+        for p in pieces:
+            f.pieces.append(p)
             due = f.unsent.add(p, len(p.data), self.batching) or due
         if due:
             self._flush(f)
@@ -353,11 +342,11 @@ class Recorder:
         """One body piece (hot path: an append, and a batch hand-off now and then)."""
         f = self._flights[key]
         p = Piece(now_ns - f.t0_ns, data)
-        f.pieces.append(p)
         if f.masker is not None:
-            f.masker.feed(data)
-            self._release(f)
-        elif f.unsent.add(p, len(data), self.batching):
+            self._hand_on(f, f.masker.feed(p))
+            return
+        f.pieces.append(p)
+        if f.unsent.add(p, len(data), self.batching):
             self._flush(f)
 
     def _flush(self, f: _Flight) -> None:
@@ -381,13 +370,19 @@ class Recorder:
         if f.rid is None:
             # No response head (upstream refused, or it failed before answering).
             self.sink([self._begin_record(f)])
+        headers = None
         if f.masker is not None:
-            f.masker.end()
-            self._release(f)
-        response = replace(f.response, pieces=tuple(f.pieces)) if f.response else None
+            self._hand_on(f, f.masker.end())
+            headers = f.masker.headers
+            if f.masker.withheld:
+                outcome, error = Outcome.INTERRUPTED, WITHHELD_ERROR
+        response = None
+        if f.response is not None:
+            response = replace(f.response, pieces=tuple(f.pieces), headers=headers or f.response.headers)
         ix = Interaction(f.request, response, outcome, error, end_ns, dict(f.labels), f.setup)
         self._flush(f)
-        self.sink([{"t": "end", "id": f.rid, "outcome": outcome, "error": error, "end_ns": end_ns}])
+        assert f.rid is not None  # the begin record above gave it one
+        self.sink([end_record(f.rid, outcome, error, end_ns, headers=headers)])
         return ix
 
     def close(self, now_ns: int) -> list[Interaction]:

@@ -76,7 +76,8 @@ class Redaction:
     form_fields: frozenset[str] = frozenset(DEFAULT_REDACT_FORM_FIELDS)
     """Form-body fields to blank: the defaults and the user's ``body_fields``."""
     response_fields: frozenset[str] = frozenset(DEFAULT_REDACT_RESPONSE_FIELDS)
-    """Token fields of a JSON answer, masked in place (:mod:`.response_secrets`)."""
+    """String fields of a JSON answer masked in place (:mod:`.response_secrets`): the token
+    fields and the user's ``body_fields``."""
 
     @classmethod
     def build(
@@ -92,6 +93,7 @@ class Redaction:
             query=frozenset(DEFAULT_REDACT_QUERY) | {q.strip() for q in extra_query},
             body_fields=(fields := frozenset(f.strip() for f in body_fields)),
             form_fields=frozenset(DEFAULT_REDACT_FORM_FIELDS) | fields,
+            response_fields=frozenset(DEFAULT_REDACT_RESPONSE_FIELDS) | fields,
         )
 
     def redact_headers(self, headers: Headers) -> Headers:

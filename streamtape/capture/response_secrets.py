@@ -19,20 +19,50 @@ The body comes in pieces, and a key or a value may be split across them. The
 masker scans what it has been given and says how many bytes are *decided*
 (:attr:`FieldMasker.decided`): bytes before that point are final (masked
 where needed), bytes after it may still turn out to be a key's start. The
-recorder hands a piece to the writer only once all its bytes are decided.
+recorder hands a piece to the writer only once all its bytes are decided
+(:class:`AnswerMasker`), and the masker keeps only the bytes not handed on.
+
+A compressed answer (``Content-Encoding: gzip``, deflate, br, zstd) cannot be
+masked in place. :func:`answer_masker` gives one that decodes it as it comes
+and holds its pieces (up to :data:`HOLD_BYTES` decoded): when nothing needs
+masking they go on exactly as they came; when something does, the answer is
+stored decoded and masked, each piece the decoded part of the one that came
+(same time), and :attr:`AnswerMasker.headers` is the head to store with it
+(``Content-Encoding`` gone, ``Content-Length`` the decoded length). A token
+field that comes after the first :data:`HOLD_BYTES`, once the pieces before it
+went on compressed, cannot be masked: the rest of the body is left out
+(:attr:`AnswerMasker.withheld`).
 Pure code, no I/O.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 
-__all__ = ["DEFAULT_REDACT_RESPONSE_FIELDS", "FieldMasker", "mask_of"]
+from ..cassette.model import Headers
+from ..cassette.pieces import Piece
+from ..wire import drop_headers, header_value, with_length
+
+__all__ = [
+    "DEFAULT_REDACT_RESPONSE_FIELDS",
+    "HOLD_BYTES",
+    "AnswerMasker",
+    "FieldMasker",
+    "answer_masker",
+    "mask_of",
+    "masked_answer",
+]
 
 DEFAULT_REDACT_RESPONSE_FIELDS = ("access_token", "refresh_token", "id_token")
 """JSON answer fields masked by default: the tokens of an OAuth 2.0 token response
 (RFC 6749 5.1, OpenID Connect's ``id_token``) and of IBM IAM's, which watsonx.ai asks for."""
+
+HOLD_BYTES = 64 * 1024
+"""How much of a compressed JSON answer (decoded) is held back before its pieces go on
+compressed: a token answer is a few kilobytes, a JSON-array stream (the Gemini API's
+``streamGenerateContent`` without ``alt=sse``) is not held past this."""
 
 _MASK = b"REDACTED"
 _JWT = re.compile(rb"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.")
@@ -52,12 +82,22 @@ class FieldMasker:
         self._names = names
         self._key = re.compile(rb'"(' + b"|".join(re.escape(n) for n in names) + rb')"[ \t\r\n]*:[ \t\r\n]*"')
         self.body = bytearray()
+        """The bytes fed and not taken yet (:meth:`take`): the body from :attr:`base` on."""
+        self.base = 0
+        """Where :attr:`body` starts in the whole body (every other position counts from 0)."""
         self.decided = 0
         self.masked = False
         """Whether any value was masked."""
+        self.found = False
+        """Whether a field to mask was found (its value may still be coming)."""
         self._pos = 0  # where scanning goes on
         self._value_at: int | None = None  # start of the value being masked, if inside one
         self._escaped = False
+
+    @property
+    def size(self) -> int:
+        """How many bytes were fed in all."""
+        return self.base + len(self.body)
 
     def feed(self, data: bytes) -> None:
         self.body += data
@@ -66,61 +106,71 @@ class FieldMasker:
     def end(self) -> None:
         """The body is whole: every byte is decided (a key cut off at the end is no key)."""
         if self._value_at is not None:
-            self._mask(self._value_at, len(self.body))
+            self._mask(self._value_at, self.size)
             self._value_at = None
-        self.decided = self._pos = len(self.body)
+        self.decided = self._pos = self.size
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (all decided, masked where needed), no longer kept here."""
+        assert self.base + n <= self.decided, "only decided bytes are taken"
+        out = bytes(self.body[:n])
+        del self.body[:n]
+        self.base += n
+        return out
 
     def _scan(self) -> None:
-        b = self.body
+        b, base = self.body, self.base
         while True:
             if self._value_at is not None:
                 close = self._closing_quote(self._pos)
                 if close is None:
                     # Inside a value whose end is still to come: it stays undecided.
-                    self._pos = len(b)
+                    self._pos = self.size
                     self.decided = self._value_at
                     return
                 self._mask(self._value_at, close)
                 self._value_at = None
                 self._pos = close + 1
                 continue
-            m = self._key.search(b, self._pos)
+            m = self._key.search(b, self._pos - base)
             if m is None:
                 self.decided = self._undecided_from(self._pos)
                 self._pos = self.decided
                 return
-            self._value_at = self._pos = m.end()
+            self._value_at = self._pos = m.end() + base
+            self.found = True
             self._escaped = False
 
     def _closing_quote(self, start: int) -> int | None:
-        b = self.body
-        for i in range(start, len(b)):
+        b, base = self.body, self.base
+        for i in range(start - base, len(b)):
             c = b[i]
             if self._escaped:
                 self._escaped = False
             elif c == 0x5C:  # backslash
                 self._escaped = True
             elif c == 0x22:  # quote
-                return i
+                return i + base
         return None
 
     def _mask(self, start: int, stop: int) -> None:
-        """Mask the value at ``body[start:stop]``: a JWT's signature, or all of it."""
-        jwt = _JWT.match(self.body, start, stop)
-        begin = jwt.end() if jwt is not None else start
+        """Mask the value at ``[start, stop)`` of the whole body: a JWT's signature, or all of it."""
+        base = self.base
+        jwt = _JWT.match(self.body, start - base, stop - base)
+        begin = jwt.end() + base if jwt is not None else start
         if stop > begin:
-            self.body[begin:stop] = mask_of(stop - begin)
+            self.body[begin - base : stop - base] = mask_of(stop - begin)
             self.masked = True
 
     def _undecided_from(self, start: int) -> int:
         """The first byte from which the rest of the body could still begin a key."""
-        b = self.body
-        earliest = len(b)
-        q = b.rfind(b'"', start)
+        b, base = self.body, self.base
+        earliest = self.size
+        q = b.rfind(b'"', start - base)
         while q != -1:
             if self._could_start_key(bytes(b[q:])):
-                earliest = q
-            q = b.rfind(b'"', start, q)
+                earliest = q + base
+            q = b.rfind(b'"', start - base, q)
         return earliest
 
     def _could_start_key(self, tail: bytes) -> bool:
@@ -139,3 +189,157 @@ class FieldMasker:
             if after[:1] == b":" and not after[1:].lstrip(_WS):
                 return True
         return False
+
+
+class AnswerMasker:
+    """A JSON answer's pieces, handed on once decided: masked where a token field stands.
+
+    :meth:`feed` takes each piece as it comes and gives back the pieces that are
+    final now, in order; :meth:`end` gives the rest. Every piece fed comes back
+    exactly once, except those :attr:`withheld` drops.
+    """
+
+    def __init__(self, fields: Iterable[str]) -> None:
+        self._fields = FieldMasker(fields)
+        self._held: deque[Piece] = deque()
+        self.headers: Headers | None = None
+        """The response head to store when the body is stored other than it came (decoded);
+        None when it is stored as it came."""
+        self.withheld = False
+        """Whether the rest of the body was left out: a token field that could not be masked."""
+
+    @property
+    def masked(self) -> bool:
+        """Whether any value was masked."""
+        return self._fields.masked
+
+    def feed(self, piece: Piece) -> list[Piece]:
+        self._held.append(piece)
+        self._fields.feed(piece.data)
+        return self._ready()
+
+    def end(self) -> list[Piece]:
+        self._fields.end()
+        return self._ready()
+
+    def _ready(self) -> list[Piece]:
+        fm, held, out = self._fields, self._held, []
+        while held and fm.base + len(held[0].data) <= fm.decided:
+            p = held.popleft()
+            data = fm.take(len(p.data))
+            out.append(Piece(p.at_ns, data) if fm.masked else p)
+        return out
+
+
+class _EncodedAnswerMasker(AnswerMasker):
+    """A compressed JSON answer: decoded as it comes, stored as it came unless it needs masking."""
+
+    def __init__(
+        self, fields: Iterable[str], headers: Headers,
+        decode: tuple[Callable[[bytes], bytes], Callable[[], bool]], hold: int | None,
+    ) -> None:
+        super().__init__(fields)
+        self._head = headers
+        self._hold = hold
+        self._decompress, _ = decode
+        self._raw: deque[tuple[Piece, int]] = deque()
+        """Pieces as they came, each with where its decoded bytes end in the decoded body."""
+        self._decoded: list[Piece] = []
+        """The decoded part of each piece (same time), while the answer is held."""
+        self._broken = False
+        self._passing = False
+        """Past :data:`HOLD_BYTES` with nothing to mask: pieces go on as they came."""
+
+    def feed(self, piece: Piece) -> list[Piece]:
+        if self.withheld:
+            return []
+        data = b""
+        if not self._broken:
+            try:
+                data = self._decompress(piece.data)
+            except Exception:  # zlib.error, brotli.error, ZstdError: a body no client can read
+                self._broken = True
+        fm = self._fields
+        if data:
+            fm.feed(data)
+            if not self._passing:
+                self._decoded.append(Piece(piece.at_ns, data))
+        self._raw.append((piece, fm.size))
+        if self._passing and fm.found:
+            # A token field after the pieces before it went on compressed: it cannot be
+            # masked, so nothing from here on is stored.
+            self.withheld = True
+            self._raw.clear()
+            return []
+        if not self._passing and not fm.found and (self._broken or (self._hold is not None and fm.size >= self._hold)):
+            self._passing = True
+            self._decoded = []
+        return self._passed() if self._passing else []
+
+    def _passed(self) -> list[Piece]:
+        """The pieces as they came whose decoded bytes are all decided."""
+        fm, raw, out = self._fields, self._raw, []
+        upto = fm.base
+        while raw and (self._broken or raw[0][1] <= fm.decided):
+            piece, upto = raw.popleft()
+            out.append(piece)
+        if not self._broken and upto > fm.base:
+            fm.take(upto - fm.base)  # decoded bytes of pieces handed on: no longer needed
+        return out
+
+    def end(self) -> list[Piece]:
+        if self.withheld:
+            return []
+        self._fields.end()
+        if self._passing:
+            return self._passed()
+        raw = [p for p, _ in self._raw]
+        self._raw.clear()
+        if not self._fields.masked:
+            return raw
+        body = self._fields.take(self._fields.size - self._fields.base)
+        out, at = [], 0
+        for p in self._decoded:
+            out.append(Piece(p.at_ns, body[at : at + len(p.data)]))
+            at += len(p.data)
+        self.headers = with_length(drop_headers(self._head, "content-encoding"), len(body))
+        return out
+
+
+def _json_answer(headers: Headers) -> bool:
+    """A JSON answer that is no stream of lines: where a token response's fields are masked."""
+    ct = (header_value(headers, "content-type") or "").lower()
+    return "json" in ct and not any(t in ct for t in ("ndjson", "jsonl", "json-seq"))
+
+
+def answer_masker(
+    headers: Headers, fields: Iterable[str], hold: int | None = HOLD_BYTES
+) -> AnswerMasker | None:
+    """The masker for a response with this head, or None when there is nothing to mask in it
+    (not a JSON answer, no fields, or a content coding this streamtape cannot decode).
+    ``hold``: how much of a compressed answer (decoded) to hold back (None: all of it)."""
+    fields = tuple(fields)
+    if not fields or not _json_answer(headers):
+        return None
+    coding = (header_value(headers, "content-encoding") or "identity").strip().lower()
+    if coding in ("", "identity"):
+        return AnswerMasker(fields)
+    # Imported here: only a compressed JSON answer needs the decoders.
+    from ..shapes.body import decompressor
+
+    decode = decompressor(coding)
+    return None if decode is None else _EncodedAnswerMasker(fields, headers, decode, hold)
+
+
+def masked_answer(
+    pieces: Iterable[Piece], headers: Headers, fields: Iterable[str]
+) -> tuple[list[Piece], Headers] | None:
+    """A whole answer masked (an import): its pieces and head, or None when nothing changed."""
+    m = answer_masker(headers, fields, hold=None)
+    if m is None:
+        return None
+    out = [q for p in pieces for q in m.feed(p)]
+    out += m.end()
+    if not m.masked:
+        return None
+    return out, m.headers or headers

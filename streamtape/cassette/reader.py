@@ -43,6 +43,7 @@ from .frames import Damage, unframe
 from .index import Kind, Layout, RecordTable, decode_record
 from .model import (
     Direction,
+    Headers,
     Interaction,
     Message,
     Outcome,
@@ -195,6 +196,8 @@ class _End:
     error: str | None
     end_ns: int | None
     close: tuple[int | None, str, Direction | None] | None
+    headers: Headers | None = None
+    """The response headers, when they replace the begin record's (a masked compressed answer)."""
 
 
 def _end(rec: Any) -> _End:
@@ -216,14 +219,19 @@ def _end(rec: Any) -> _End:
         if by is not None and direction is None:
             raise ValueError(f"unknown close direction {by!r}")
         close_t = (_opt_int(close.get("code"), "close code"), str(close.get("reason") or ""), direction)
-    return _End(outcome, error, _opt_int(rec["end_ns"], "end offset"), close_t)
+    headers = rec.get("headers")
+    return _End(
+        outcome, error, _opt_int(rec["end_ns"], "end offset"), close_t,
+        None if headers is None else _headers(headers, "response"),
+    )
 
 
 def _interaction(begin: _Begin, end: _End | None, pieces: Sequence[Piece],
                  session: WebSocketSession | None) -> Interaction:
     response = None
     if begin.head is not None:
-        response = _new(Response, {**begin.head, "pieces": pieces})
+        head = begin.head if end is None or end.headers is None else {**begin.head, "headers": end.headers}
+        response = _new(Response, {**head, "pieces": pieces})
     error: str | None
     if end is None:
         outcome, error, end_ns = Outcome.INTERRUPTED, INTERRUPTED_ERROR, None

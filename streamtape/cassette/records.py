@@ -34,6 +34,14 @@ beside (instead of) data records; its end record adds the close::
     record  ["m", 1, b"...", [size, ...], [gap_ns, ...], [kind, ...], [[frame size, ...], ...]]
     record  {"t": "end", "id": 1, ..., "websocket": {"code": 1000, "reason": "", "by": "client"}}
 
+An end record may carry the response's ``"headers"``, which then replace those
+of the begin record: the recorder writes the begin record when the response
+head arrives, and a compressed token answer that it stores decoded and masked
+(:mod:`streamtape.capture.response_secrets`) learns its true head only at the
+end (``Content-Encoding`` gone, ``Content-Length`` the decoded length). A
+streamtape from before this key ignores it, and would replay that one answer
+with its compressed head: the format version stays.
+
 A message's kind is ``0`` client text, ``1`` server text, ``2`` client binary,
 ``3`` server binary; gaps are deltas from the previous message of the same
 session, as for pieces. The optional seventh element gives each message's
@@ -218,12 +226,16 @@ def begin_record(
 
 
 def end_record(
-    rid: int, outcome: Outcome, error: str | None, end_ns: int | None, websocket: WebSocketSession | None = None
+    rid: int, outcome: Outcome, error: str | None, end_ns: int | None, websocket: WebSocketSession | None = None,
+    *, headers: Headers | None = None,
 ) -> dict[str, Any]:
-    """An interaction's ``end`` record; a session's adds its close (code, reason, who)."""
+    """An interaction's ``end`` record; a session's adds its close (code, reason, who).
+    ``headers``: the response headers, when they are to replace those of the begin record."""
     rec: dict[str, Any] = {"t": "end", "id": rid, "outcome": outcome, "error": error, "end_ns": end_ns}
     if websocket is not None:
         rec["websocket"] = encode_close(websocket)
+    if headers is not None:
+        rec["headers"] = _headers_out(headers)
     return rec
 
 

@@ -43,7 +43,7 @@ def _write_new(path: Path, interactions: list[Interaction]) -> None:
 @click.option("--no-redact", is_flag=True, help="Keep API keys, tokens and cookies.")
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header to redact.")
 @click.option("--redact-query", multiple=True, metavar="NAME", help="Another query parameter to redact.")
-@click.option("--redact-field", multiple=True, metavar="NAME", help="A JSON or form request-body field to redact.")
+@click.option("--redact-field", multiple=True, metavar="NAME", help="A JSON or form request-body field to redact (and the same field of a JSON answer).")
 def import_(
     paths: tuple[str, ...],
     output: str,

@@ -187,8 +187,8 @@ REDACT_QUERY = ListOption(
 )
 REDACT_FIELDS = ListOption(
     name="streamtape_redact_fields", flag="--redact-field", metavar="NAME",
-    help="JSON or form request-body fields to redact.",
-    cli_help="A JSON or form request-body field to redact.",
+    help="JSON or form request-body fields to redact (and the same fields of a JSON answer).",
+    cli_help="A JSON or form request-body field to redact (and the same field of a JSON answer).",
 )
 
 RECORD_OPTIONS: tuple[RecordOption, ...] = (

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import json
 import ssl
 import struct
@@ -432,10 +433,17 @@ def watsonx_events() -> list[bytes]:
     return out
 
 
-def _json_answer(doc: dict[str, object]) -> Handler:
+def _json_answer(doc: dict[str, object], *, gzip_if_accepted: bool = False) -> Handler:
+    """One JSON body with a Content-Length; gzipped when asked to and the client accepts it,
+    as IBM IAM and most hosted APIs answer a client that sends ``Accept-Encoding: gzip``."""
+
     def handle(req: Received, c: Conn) -> None:
         body = _json(doc).encode()
-        c.head(200, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        head = [("Content-Type", "application/json")]
+        if gzip_if_accepted and "gzip" in (req.header("accept-encoding") or ""):
+            body = gzip.compress(body)
+            head.append(("Content-Encoding", "gzip"))
+        c.head(200, [*head, ("Content-Length", str(len(body)))])
         c.raw(body)
 
     return handle
@@ -444,7 +452,7 @@ def _json_answer(doc: dict[str, object]) -> Handler:
 WATSONX_BEFORE: tuple[tuple[str, Handler], ...] = (
     ("/identity/token", _json_answer({"access_token": WATSONX_TOKEN, "refresh_token": "not_supported",
                                       "token_type": "Bearer", "expires_in": 3600, "expiration": 4102444800,
-                                      "scope": "ibm openid"})),
+                                      "scope": "ibm openid"}, gzip_if_accepted=True)),
     (f"/v2/projects/{WATSONX_PROJECT}", _json_answer({
         "metadata": {"guid": WATSONX_PROJECT}, "entity": {"name": "streamtape", "storage": {"type": "assetfiles"},
                                                           "compute": [], "type": "wx"}})),

@@ -249,6 +249,35 @@ def test_import_redacts_secrets_like_record(tmp_path: Path, capsys: pytest.Captu
     assert kept.request.header("authorization") == "Bearer sk-secret"
 
 
+TOKEN_JWT = "eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjQxMDI0NDQ4MDB9.c2lnbmF0dXJlX2ltcG9ydGVk"
+
+
+def test_import_masks_the_tokens_of_a_json_answer_like_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    answer = {"access_token": TOKEN_JWT, "refresh_token": "opaque-refresh", "expires_in": 3600,
+              "session_secret": "named-by-the-user"}
+    doc = {
+        "version": 1,
+        "interactions": [{
+            "request": {"method": "POST", "uri": "https://iam.test/identity/token", "body": "grant_type=x",
+                        "headers": {"Content-Type": ["application/x-www-form-urlencoded"]}},
+            "response": {"status": {"code": 200, "message": "OK"},
+                         "headers": {"Content-Type": ["application/json"]}, "body": {"string": json.dumps(answer)}},
+        }],
+    }
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps(doc))
+    masked = imported(capsys, src, tmp_path / "r.tape", "--redact-field", "session_secret")[0]
+    kept = imported(capsys, src, tmp_path / "k.tape", "--no-redact")[0]
+    assert masked.response is not None and kept.response is not None
+    got = json.loads(masked.response.body)
+    assert got["access_token"].rpartition(".")[0] == TOKEN_JWT.rpartition(".")[0], "a JWT keeps its payload"
+    assert "c2lnbmF0dXJl" not in got["access_token"]
+    assert got["refresh_token"] == "REDACTEDREDACT" and got["session_secret"] == "REDACTEDREDACTEDR"
+    assert got["expires_in"] == 3600
+    assert b"c2lnbmF0dXJl" not in (tmp_path / "r.tape").read_bytes()
+    assert json.loads(kept.response.body) == answer
+
+
 # --------------------------------------------------------------------------
 # Replaying an import
 

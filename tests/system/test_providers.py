@@ -228,6 +228,15 @@ def test_the_iam_token_answer_reaches_the_cassette_with_its_signature_masked(rec
     assert len(signature) == len(P.WATSONX_TOKEN_SIGNATURE) and set(signature) <= set("REDACT")
 
 
+def test_the_gzipped_iam_token_answer_is_stored_decoded_with_a_true_head(recorded: Recorded):
+    token = recorded.calls["watsonx-stream"][0]
+    assert token.response is not None
+    assert "gzip" in (token.request.header("accept-encoding") or ""), "the scripted IAM answer came gzipped"
+    assert token.response.header("content-encoding") is None, "masked, so stored decoded"
+    assert token.response.header("content-length") == str(len(token.response.body))
+    assert json.loads(token.response.body)["token_type"] == "Bearer"
+
+
 def test_the_iam_token_call_keeps_its_other_form_fields_as_sent_and_the_key_as_redacted(recorded: Recorded):
     token = recorded.calls["watsonx-stream"][0]
     assert token.request.path == "/identity/token"
