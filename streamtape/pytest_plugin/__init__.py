@@ -78,7 +78,12 @@ records, the first case to run with no recording of its matrix in this run
 test against the upstream under ``faithful``, then again replaying the fresh
 cassette under its own profile; every other case replays it. If that recording
 run fails, its case reports the failure and the others fail in one line
-naming it (:class:`~streamtape.errors.MatrixRecordError`).
+naming it (:class:`~streamtape.errors.MatrixRecordError`). A test with one
+profile that is not faithful (``profile="chunk=1"``, a one-member list, one
+``--streamtape-profile``) records as a matrix of one: under ``faithful``,
+then again replaying under its profile (its report is that run's), so the
+client gets the profile's stream, not the upstream's. With one ``faithful``
+profile (the default) a test records in its one run.
 
 Misuse (an unknown profile, record mode or marker argument, recording without
 an upstream or into a folder) is a collection error naming the value. At the
@@ -103,7 +108,7 @@ from ..cassette.reader import Cassette
 from ..errors import StreamtapeError
 from .fixture import Streamtape
 from .matrix import PROPERTY, MatrixResults
-from .matrix_record import REPORTS, group_cases, matrix_profile, plan_of, run_case
+from .matrix_record import REPORTS, group_cases, matrix_param, matrix_profile, plan_of, run_case
 from .settings import (
     ALL_ADVERSARIAL,
     INI_CASSETTE_DIR,
@@ -222,15 +227,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        profile = matrix_profile(item)
+        profile = matrix_param(item)
         if profile is not None:
             callspec = getattr(item, "callspec")  # noqa: B009 - a matrix case has one
             test = item.nodeid.partition("[")[0]
             shown = profile.id if len(callspec.params) == 1 else callspec.id
             item.user_properties.append((PROPERTY, [test, shown]))
-    group_cases(items)
+
+    def settings_of(item: pytest.Item) -> TestSettings | None:
+        try:
+            return _settings(item, config)
+        except StreamtapeError:
+            return None  # the fixture fails the test with the message
+
+    group_cases(items, settings_of)
 
 
 # -- running -------------------------------------------------------------------------
@@ -238,7 +250,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """A profile matrix case that may record: the first case records, the rest replay (.matrix_record)."""
+    """A profile matrix case that may record: the first case records, the rest replay; a test
+    with one profile, not faithful, records as a matrix of one (.matrix_record)."""
     if matrix_profile(item) is None:
         return None
     try:
@@ -378,8 +391,8 @@ def streamtape(request: pytest.FixtureRequest, streamtape_profile: str) -> Itera
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         if line is not None:
-            if plan is not None and plan.recording and not line.endswith("nothing recorded"):
-                line += f" (recorded by {item.nodeid} under faithful for its profile matrix)"
+            if plan is not None and plan.recorded_for is not None and not line.endswith("nothing recorded"):
+                line += f" (recorded by {item.nodeid} under faithful for {plan.recorded_for})"
             item.user_properties.append((CASSETTE_PROPERTY, line))
 
 

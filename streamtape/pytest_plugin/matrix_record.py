@@ -23,6 +23,15 @@ live stream, not its profile's. Instead:
   never sending the requests upstream again. A skipped recording run is just
   that case's skip: the next case records.
 
+A test with one profile that is not faithful (``profile="chunk=1"``, a
+one-member ``profiles=`` list, one ``--streamtape-profile``) is not
+parametrized, but records the same way, as a matrix of one: under
+``faithful``, then again replaying the fresh recording under its profile,
+that run's report being the test's. Recording live under no profile would
+hand the client the upstream's stream, so the test would pass or fail on
+what its profile never did to it. A test whose one profile is faithful
+records in its one run, as any test.
+
 No order is assumed (``-k``, ``-p randomly``, xdist's scheduling): what
 decides is "no recording of this matrix in this run yet", read from the files
 (:func:`~.tapes.matrix_step`) under the lock. A case's matrix is its cases that
@@ -48,9 +57,8 @@ from _pytest.runner import runtestprotocol
 
 from ..cassette.lock import hold
 from ..errors import CassetteError, MatrixRecordError
-from ..profiles import parse_profile
 from .recorder import stored_label
-from .settings import MatrixProfile, RecordMode, TestSettings
+from .settings import FAITHFUL, MatrixProfile, RecordMode, TestSettings
 from .tapes import Action, matrix_failed, matrix_step
 
 T = TypeVar("T")
@@ -59,7 +67,6 @@ WAIT_S = 600.0
 """How long a case waits for another worker's recording of its matrix (a real LLM may be slow)."""
 
 PROFILE_PARAM = "streamtape_profile"
-FAITHFUL = "faithful"
 
 REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 """An item's latest report per phase (``setup``, ``call``, ``teardown``): the fixture commits a
@@ -73,27 +80,40 @@ class Plan:
     action: Action | None = None  # None: as any test (decide()); else this
     profile: str | None = None  # the profile of a recording run (faithful), else the case's own
     failure: MatrixRecordError | None = None  # fail at setup with this (no recording to replay)
-    recording: bool = False  # this run records the matrix (the cassette line says so)
+    recorded_for: str | None = None  # this run records, for this (the cassette line says so)
 
 
 _GROUP = pytest.StashKey[frozenset[str]]()
+_LONE = pytest.StashKey[MatrixProfile]()
+"""The one profile of a test that records as a matrix of one (it has no profile parameter)."""
 _PLAN = pytest.StashKey[Plan]()
 _KNOWN = pytest.StashKey[dict[tuple[Path, frozenset[str]], Plan]]()
 """Per session: the groups whose recording this process has settled (replay, or the failure)."""
 
 
-def matrix_profile(item: pytest.Item) -> MatrixProfile | None:
-    """The matrix profile of a case (None: not a case of a profile matrix)."""
+def matrix_param(item: pytest.Item) -> MatrixProfile | None:
+    """The profile of a case of a parametrized profile matrix (None: not one)."""
     callspec = getattr(item, "callspec", None)
     profile = callspec.params.get(PROFILE_PARAM) if callspec is not None else None
     return profile if isinstance(profile, MatrixProfile) else None
 
 
-def group_cases(items: list[pytest.Item]) -> None:
-    """Give each matrix case the recording labels of its group (collection, every worker alike)."""
+def matrix_profile(item: pytest.Item) -> MatrixProfile | None:
+    """The profile of a case that records as a profile matrix: a parametrized matrix's case,
+    or a test whose one profile is not faithful (a matrix of one, told by :func:`group_cases`).
+    None: neither, the test records as any test."""
+    return matrix_param(item) or item.stash.get(_LONE, None)
+
+
+def group_cases(items: list[pytest.Item], settings_of: Callable[[pytest.Item], TestSettings | None]) -> None:
+    """Give each matrix case the recording labels of its group (collection, every worker alike).
+
+    A test with one profile that is not faithful is a group of its own (``settings_of``
+    reads its profiles; None: a test it cannot read, which its fixture fails)."""
     groups: dict[tuple[str, tuple[tuple[str, int], ...]], list[pytest.Item]] = {}
     for item in items:
-        if matrix_profile(item) is None:
+        if matrix_param(item) is None:
+            _group_alone(item, settings_of)
             continue
         # The other parameters' values, by identity: every case of one parameter set holds the
         # same objects (pytest's indices number the product's cases, so they cannot tell).
@@ -106,6 +126,16 @@ def group_cases(items: list[pytest.Item]) -> None:
             case.stash[_GROUP] = labels
 
 
+def _group_alone(item: pytest.Item, settings_of: Callable[[pytest.Item], TestSettings | None]) -> None:
+    if PROFILE_PARAM not in getattr(item, "fixturenames", ()):
+        return  # not a streamtape test
+    settings = settings_of(item)
+    lone = settings.lone_profile if settings is not None else None
+    if lone is not None:
+        item.stash[_LONE] = lone
+        item.stash[_GROUP] = frozenset({stored_label(item.nodeid)})
+
+
 def _drop(item: pytest.Item, key: pytest.StashKey[T]) -> None:
     if key in item.stash:
         del item.stash[key]
@@ -113,10 +143,6 @@ def _drop(item: pytest.Item, key: pytest.StashKey[T]) -> None:
 
 def plan_of(item: pytest.Item) -> Plan | None:
     return item.stash.get(_PLAN, None)
-
-
-def _is_faithful(profile: MatrixProfile) -> bool:
-    return parse_profile(profile.text) == parse_profile(FAITHFUL)
 
 
 def run_case(
@@ -177,8 +203,10 @@ def _record(
 ) -> bool | None:
     """This case records its matrix (the lock is held)."""
     ihook = item.ihook
-    faithful = _is_faithful(profile)
-    item.stash[_PLAN] = Plan(action=action, profile=None if faithful else FAITHFUL, recording=True)
+    faithful = profile.faithful
+    alone = _LONE in item.stash
+    recorded_for = f"its profile {profile.id}" if alone else "its profile matrix"
+    item.stash[_PLAN] = Plan(action=action, profile=None if faithful else FAITHFUL, recorded_for=recorded_for)
     if faithful:  # its own run records: nothing to replay after it
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         reports = runtestprotocol(item, nextitem=nextitem)
@@ -190,10 +218,10 @@ def _record(
     if _settle(item, reports, key, known, shown):
         item.stash[_PLAN] = Plan(action=Action.REPLAY)
         return None  # pytest runs the case again: the replay under its profile, outside the lock
+    why = "had no recording to replay under its profile" if alone else "ran first with no recording of its profile matrix"
     note = (
-        f"{item.nodeid} ran first with no recording of its profile matrix: it ran against {upstream} "
-        f"under {FAITHFUL} to record {shown}, and that run did not pass (above), so it was not "
-        f"replayed under {profile.id}"
+        f"{item.nodeid} {why}: it ran against {upstream} under {FAITHFUL} to record {shown}, "
+        f"and that run did not pass (above), so it was not replayed under {profile.id}"
     )
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     for report in reports:
@@ -217,6 +245,6 @@ def _settle(
         known[key] = Plan(action=Action.REPLAY)
         return True
     if any(r.failed for r in reports):
-        why = matrix_failed(item.nodeid, key[0])
+        why = matrix_failed(item.nodeid, key[0], alone=_LONE in item.stash)
         known[key] = Plan(failure=MatrixRecordError(f"{shown}: {why}"))
     return False

@@ -33,6 +33,7 @@ ENV_UPSTREAM = "STREAMTAPE_UPSTREAM"
 INI_CASSETTE_DIR = "streamtape_cassette_dir"
 DEFAULT_CASSETTE_DIR = "cassettes"
 ALL_ADVERSARIAL = "adversarial:*"
+FAITHFUL = "faithful"
 SUFFIX = ".tape"
 
 T = TypeVar("T")
@@ -78,6 +79,12 @@ class MatrixProfile:
 
     def __str__(self) -> str:
         return self.id
+
+    @property
+    def faithful(self) -> bool:
+        """Whether it replays as recorded (``faithful``, however spelled): a run under it
+        that records hands the client what a replay under it would."""
+        return parse_profile(self.text) == parse_profile(FAITHFUL)
 
 
 @dataclass(frozen=True)
@@ -239,7 +246,20 @@ class TestSettings:
 
     @property
     def is_matrix(self) -> bool:
+        """Whether the test is one pytest case per profile (several profiles)."""
         return len(self.profiles) > 1
+
+    @property
+    def lone_profile(self) -> MatrixProfile | None:
+        """The profile of a test with one profile that is not faithful, else None.
+
+        Such a test is not parametrized (its node id names no profile), but it records as a
+        profile matrix of one (:mod:`.matrix_record`): recording live under no profile would
+        hand the client the upstream's stream, not its profile's.
+        """
+        if len(self.profiles) == 1 and not self.profiles[0].faithful:
+            return self.profiles[0]
+        return None
 
     def records_at_start(self) -> bool:
         """Whether this test would talk to the upstream if it started now."""
@@ -305,7 +325,7 @@ def resolve(
     elif run.profiles:
         profiles, matrix_source = expand_profiles(run.profiles), "--streamtape-profile"
     else:
-        profiles, matrix_source = [MatrixProfile("faithful", "faithful")], ""
+        profiles, matrix_source = [MatrixProfile(FAITHFUL, FAITHFUL)], ""
 
     from ..transport.replayer import no_match_status  # late: the transports are not needed yet
 

@@ -20,7 +20,8 @@ compared with the time the run started (the controller's, under xdist), so
 it holds across processes without any shared state but the file.
 
 A profile matrix's cases share one recording, made once by whichever case
-runs first (:mod:`.matrix_record`); :func:`matrix_step` tells a case, from
+runs first (:mod:`.matrix_record`; a test with one profile, not faithful, is
+a matrix of one); :func:`matrix_step` tells a case, from
 the files alone, whether its matrix has been recorded in this run, so
 pytest-xdist workers agree without talking to each other.
 """
@@ -99,7 +100,8 @@ def matrix_step(mode: RecordMode, cassette: Path, run_started: float, group: Col
     """What a case of a profile matrix does now, told from the files alone.
 
     ``group`` holds the recording labels of the cases that share this case's
-    recording: its matrix, the cases differing from it only in profile. Answers:
+    recording: its matrix, the cases differing from it only in profile (one
+    label: a test with one profile, not faithful, a matrix of one). Answers:
 
     * a message: one of them recorded in this run and failed (its recording
       is ``NAME.tape.failed``, labelled with it): nothing to replay, and the
@@ -113,7 +115,7 @@ def matrix_step(mode: RecordMode, cassette: Path, run_started: float, group: Col
     """
     failed = sorted(labels_written_since(failed_path(cassette), run_started) & set(group))
     if failed:
-        return matrix_failed(failed[0], cassette)
+        return matrix_failed(failed[0], cassette, alone=len(group) == 1)
     if mode is RecordMode.NONE:
         return Action.REPLAY
     if mode is RecordMode.NEW_EPISODES:
@@ -125,10 +127,16 @@ def matrix_step(mode: RecordMode, cassette: Path, run_started: float, group: Col
     return Action.REPLAY if labels_written_since(cassette, run_started) & set(group) else Action.RECORD
 
 
-def matrix_failed(by: str, cassette: Path) -> str:
-    """Why a matrix case has nothing to replay: case ``by`` recorded its matrix and failed."""
+def matrix_failed(by: str, cassette: Path, *, alone: bool = False) -> str:
+    """Why a matrix case has nothing to replay: case ``by`` recorded its matrix and failed
+    (``alone``: ``by`` is a matrix of one, the test itself, run again in this run)."""
     failed = failed_path(cassette)
     where = f" (its recording is in {failed.name})" if failed.exists() else ""
+    if alone:
+        return (
+            f"{by} failed while it recorded its cassette under faithful in this run{where}: there is "
+            "nothing to replay under its profile, and its requests are not sent upstream again"
+        )
     return (
         f"{by} ran first with no recording of this profile matrix and failed while it recorded "
         f"it in this run{where}: there is nothing to replay, and its requests are not sent upstream again"

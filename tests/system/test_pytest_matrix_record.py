@@ -56,7 +56,9 @@ def ask(client, prompt):
 def note(request, streamtape):
     with open(request.config.rootpath / "runs.txt", "a") as f:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-        f.write(f"{request.node.callspec.id}|{streamtape.action}|{streamtape.profile}|{worker}\\n")
+        callspec = getattr(request.node, "callspec", None)  # a test with one profile has none
+        case = callspec.id if callspec is not None else request.node.name
+        f.write(f"{case}|{streamtape.action}|{streamtape.profile}|{worker}\\n")
 '''
 
 MATRIX = PRELUDE + '''
@@ -236,6 +238,124 @@ def test_two(streamtape):
     )
     record(project, upstream, "--streamtape-profile", "adversarial:*").assert_outcomes(passed=2 * len(ADVERSARIAL))
     assert prompts(upstream.received) == ["one", "two"]
+
+
+# -- one profile: a matrix of one --------------------------------------------------------------
+
+CUT = "instant;fault=cut:40%"
+
+LONE = PRELUDE + '''
+@pytest.mark.streamtape(MARK)
+def test_lone(streamtape, request):
+    note(request, streamtape)
+    with streamtape.client() as c:
+        if "cut" in streamtape.profile:  # the replay under the profile: the stream is cut
+            with pytest.raises(Exception, match="(?i)incomplete|peer closed|closed|cut"):
+                ask(c, "hi")
+        else:  # the recording run, live under faithful
+            assert ask(c, "hi") == "Echo: hi ☃"
+'''
+
+
+@pytest.mark.parametrize(
+    ("mark", "args"),
+    [
+        (f"profile={CUT!r}", ()),
+        (f"profiles=[{CUT!r}]", ()),
+        ("", ("--streamtape-profile", CUT)),
+    ],
+    ids=["profile=", "profiles=[one]", "--streamtape-profile"],
+)
+def test_one_non_faithful_profile_records_the_upstream_once_under_faithful_then_replays_under_its_profile(
+    project: pytest.Pytester, upstream: ScriptedServer, mark: str, args: tuple[str, ...]
+) -> None:
+    """Recording live under no profile would hand the client the whole stream, and the test
+    would pass or fail on what its profile never did to it: a matrix of one, as any matrix."""
+    project.makepyfile(test_m=LONE.replace("MARK", mark))
+    result = record(project, upstream, *args)
+    result.assert_outcomes(passed=1)
+    assert prompts(upstream.received) == ["hi"]  # once: the replay run sends nothing upstream
+    assert runs(project) == [("test_lone", "record", "faithful"), ("test_lone", "replay", CUT)]
+    cas = streamtape.load(cassette_of(project, "test_lone"))
+    assert [ix.labels["test"] for ix in cas] == ["test_m.py::test_lone"]  # its node id: no [profile]
+    result.stdout.fnmatch_lines([
+        "*streamtape cassettes*",
+        f"cassettes/test_m/test_lone.tape: created with 1 interaction from {upstream.url} "
+        f"(recorded by test_m.py::test_lone under faithful for its profile {CUT})",
+    ])
+    result.stdout.no_fnmatch_line("*streamtape profile matrix*")  # one profile: no matrix summary
+
+    upstream.__exit__()  # the backend is gone: the cassette replays under the profile
+    record(project, upstream, *args).assert_outcomes(passed=1)
+    assert runs(project) == [("test_lone", "replay", CUT)]
+    run(project, *args).assert_outcomes(passed=1)
+    assert len(upstream.received) == 1
+
+
+@pytest.mark.parametrize("mark", ["", 'profile="faithful"', 'profiles=["faithful"]'])
+def test_one_faithful_profile_records_in_its_one_run(
+    project: pytest.Pytester, upstream: ScriptedServer, mark: str
+) -> None:
+    project.makepyfile(test_m=LONE.replace("MARK", mark))
+    record(project, upstream).assert_outcomes(passed=1)
+    assert runs(project) == [("test_lone", "record", "faithful")]
+    assert prompts(upstream.received) == ["hi"]
+    assert len(streamtape.load(cassette_of(project, "test_lone"))) == 1
+
+
+def test_one_profile_on_a_parametrized_test_records_once_per_parameter_set(
+    project: pytest.Pytester, upstream: ScriptedServer
+) -> None:
+    project.makepyfile(
+        test_m=PRELUDE
+        + f'''
+@pytest.mark.parametrize("prompt", ["a", "b"])
+@pytest.mark.streamtape(profile={CUT!r})
+def test_p(streamtape, request, prompt):
+    note(request, streamtape)
+    with streamtape.client() as c:
+        if "cut" in streamtape.profile:
+            with pytest.raises(Exception, match="(?i)incomplete|peer closed|closed|cut"):
+                ask(c, prompt)
+        else:
+            assert ask(c, prompt) == f"Echo: {{prompt}} ☃"
+'''
+    )
+    record(project, upstream).assert_outcomes(passed=2)
+    assert prompts(upstream.received) == ["a", "b"]
+    assert runs(project) == [
+        ("a", "record", "faithful"), ("a", "replay", CUT), ("b", "record", "faithful"), ("b", "replay", CUT),
+    ]
+    assert len(streamtape.load(cassette_of(project, "test_p"))) == 2
+
+
+def test_one_profile_whose_recording_run_fails_is_reported_with_that_failure_and_writes_no_cassette(
+    project: pytest.Pytester, upstream: ScriptedServer
+) -> None:
+    project.makepyfile(
+        test_m=PRELUDE
+        + f'''
+@pytest.mark.streamtape(profile={CUT!r})
+def test_lone(streamtape, request):
+    note(request, streamtape)
+    with streamtape.client() as c:
+        assert ask(c, "hi") == "something the backend never says"
+'''
+    )
+    result = record(project, upstream)
+    result.assert_outcomes(failed=1)
+    assert runs(project) == [("test_lone", "record", "faithful")]  # not replayed
+    assert len(upstream.received) == 1
+    path = cassette_of(project, "test_lone")
+    assert not path.exists()
+    failed = path.with_name(path.name + ".failed")
+    assert {ix.labels["test"] for ix in streamtape.load(failed)} == {"test_m.py::test_lone"}
+    result.stdout.fnmatch_lines([
+        "*AssertionError*",
+        f"*test_m.py::test_lone had no recording to replay under its profile: it ran against {upstream.url} "
+        f"under faithful to record cassettes/test_m/test_lone.tape, and that run did not pass (above), so it "
+        f"was not replayed under {CUT}",
+    ])
 
 
 # -- when the recording run fails ---------------------------------------------------------------

@@ -120,3 +120,14 @@ def test_a_failed_recording_of_the_matrix_this_run_is_a_message_naming_the_case(
     )
     assert matrix_step(RecordMode.ONCE, path, now + 60, GROUP) is Action.RECORD  # an earlier run's failure
     assert matrix_step(RecordMode.ONCE, path, now - 60, ("t.py::test_y[bytes-1]",)) is Action.RECORD  # not its
+
+
+def test_a_failed_recording_of_a_matrix_of_one_this_run_is_a_message_naming_the_test_alone(tmp_path: Path) -> None:
+    """One profile, not faithful: the group is the test itself (run again, pytest-rerunfailures)."""
+    path = tmp_path / "t.tape"
+    _labelled(failed_path(path), "t.py::test_x")
+    step = matrix_step(RecordMode.ONCE, path, time.time() - 60, ("t.py::test_x",))
+    assert step == (
+        "t.py::test_x failed while it recorded its cassette under faithful in this run (its recording is in "
+        "t.tape.failed): there is nothing to replay under its profile, and its requests are not sent upstream again"
+    )
