@@ -84,23 +84,8 @@ def test_a_body_without_the_fields_is_decided_as_it_comes() -> None:
 
 
 def record(tmp_path: Path, pieces: list[bytes], redaction: Redaction | None = None) -> tuple[list[Record], Path]:
-    records: list[Record] = []
-    p = tmp_path / "t.tape"
-    w = BackgroundWriter(p)
-
-    def sink(rs: list[Record]) -> None:
-        records.extend(rs)
-        w.submit(rs)
-
-    rec = Recorder(sink, w.new_id, redaction=redaction, flush_ns=1, max_flush_ns=1, min_batch=1)
-    rec.begin("f", Request("POST", "https://iam.example/identity/token", body=b"grant_type=x"), 0)
-    rec.piece("f", pieces[0], 5)  # the head's work comes after the first piece
-    rec.response_headers("f", 200, "OK", "HTTP/1.1", (("Content-Type", "application/json"),), 1)
-    for i, data in enumerate(pieces[1:]):
-        rec.piece("f", data, 10 + i)
-    rec.finish("f", Outcome.COMPLETE, None, 100)
-    w.close()
-    return records, p
+    """A JSON answer whose first piece comes before the head's work (as mitmproxy may hand it)."""
+    return record_answer(tmp_path, pieces, (("Content-Type", "application/json"),), redaction, before_head=1)
 
 
 def test_the_recorder_writes_a_token_answer_masked_with_its_piece_boundaries(tmp_path: Path) -> None:
@@ -137,9 +122,10 @@ def test_a_masker_that_hands_on_as_it_goes_keeps_only_the_undecided_tail() -> No
 
 def record_answer(
     tmp_path: Path, pieces: list[bytes], headers: tuple[tuple[str, str], ...],
-    redaction: Redaction | None = None, *, finish: bool = True,
+    redaction: Redaction | None = None, *, finish: bool = True, before_head: int = 0,
 ) -> tuple[list[Record], Path]:
-    """Record one answer with this head through the Recorder and a real writer."""
+    """Record one answer with this head through the Recorder and a real writer (the first
+    ``before_head`` pieces come before the head's work)."""
     records: list[Record] = []
     p = tmp_path / "t.tape"
     w = BackgroundWriter(p)
@@ -150,8 +136,10 @@ def record_answer(
 
     rec = Recorder(sink, w.new_id, redaction=redaction, flush_ns=1, max_flush_ns=1, min_batch=1)
     rec.begin("f", Request("POST", "https://iam.example/identity/token", body=b"grant_type=x"), 0)
+    for data in pieces[:before_head]:
+        rec.piece("f", data, 5)
     rec.response_headers("f", 200, "OK", "HTTP/1.1", headers, 1)
-    for i, data in enumerate(pieces):
+    for i, data in enumerate(pieces[before_head:]):
         rec.piece("f", data, 10 + i)
     if finish:
         rec.finish("f", Outcome.COMPLETE, None, 100)
