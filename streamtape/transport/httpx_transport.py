@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from functools import cache
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Literal, Self, Unpack, overload
 
 from ..clock import sleep_until, sleep_until_sync
@@ -89,7 +89,7 @@ class _Package:
     fault reads as it does on a real connection.
     """
 
-    name: str
+    module: ModuleType
     response: Callable[..., HttpxResponse]
     remote_protocol_error: Callable[..., Exception]
     read_error: Callable[..., Exception]
@@ -131,9 +131,28 @@ def _cut_message(schedule: Schedule, sent: int) -> str:
     return "peer closed connection without sending complete message body (incomplete chunked read)"
 
 
-@cache
+_PACKAGES: dict[str, _Package] = {}
+"""The package built for each name, for the module object under that name when built."""
+
+
 def _package(name: str) -> _Package:
-    module = importlib.import_module(name)
+    """The classes of the package the name stands for now, in ``sys.modules``.
+
+    Kept per name, but only while the name still holds the module they came
+    from: a package imported again (pytester's in-process runs drop the
+    modules each run imported, and the next run imports them anew) has new
+    classes, and its client asserts that a response's stream is one of its own
+    ``SyncByteStream``, and catches only its own exceptions.
+    """
+    module = sys.modules.get(name) or importlib.import_module(name)
+    pkg = _PACKAGES.get(name)
+    if pkg is None or pkg.module is not module:
+        pkg = _PACKAGES[name] = _build_package(module)
+    return pkg
+
+
+def _build_package(module: ModuleType) -> _Package:
+    name = module.__name__
     for attr in _NEEDED:
         if not hasattr(module, attr):
             raise OptionError(f"{name} is not an httpx-like package (no {attr})")
@@ -143,7 +162,7 @@ def _package(name: str) -> _Package:
         "ReplayByteStream", (_BodyPlayer, module.SyncByteStream, module.AsyncByteStream), {}
     )
     return _Package(
-        name=name,
+        module=module,
         response=module.Response,
         remote_protocol_error=module.RemoteProtocolError,
         read_error=module.ReadError,

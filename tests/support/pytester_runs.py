@@ -10,11 +10,15 @@ warns about pyasn1 names).
 httpcore likewise: httpx, kept from the outer process, imports httpcore on
 its first transport and caches a map of httpcore's exception classes; a run
 that dropped that httpcore leaves the next run's httpcore errors unmapped (an
-``httpcore.RemoteProtocolError`` where the test expects httpx's).
+``httpcore.RemoteProtocolError`` where the test expects httpx's), in later
+runs and in the outer process's own tests after it (tests/system/test_transport.py).
+And httpcore2 for httpx2, which keeps the same map of its classes (where httpx2
+is installed: not on Python 3.11).
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import pytest
@@ -27,6 +31,9 @@ with warnings.catch_warnings():
     import streamtape.mitm.replay  # noqa: F401
 
 import httpcore  # noqa: F401
+
+with contextlib.suppress(ImportError):
+    import httpcore2  # noqa: F401
 
 PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:recording")
 """The plugins an in-process run leaves out (caches, hypothesis, VCR's recording plugin)."""

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import streamtape
+import tests.support.pytester_runs  # noqa: F401  (keeps httpcore and httpcore2 from being dropped by a run)
 from tests.support.builders import CHAT_BODY, EVENTS, chat_ix
 
 pytest_plugins = ["pytester"]

@@ -8,9 +8,14 @@ connection, is beside them in tests/system/test_transport.py.
 from __future__ import annotations
 
 import gzip
+import importlib
 import itertools
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
@@ -91,6 +96,41 @@ def test_a_profile_rechunks_the_stream_and_the_bytes_join_to_the_recording(pkg) 
 def test_one_transport_serves_httpx_and_httpx2_clients() -> None:
     t = streamtape.ReplayTransport([sse_ix(), sse_ix()], "instant")
     assert raw_pieces(httpx, t) == raw_pieces(httpx2, t) == EVENTS
+
+
+@contextmanager
+def imported_again(name: str) -> Iterator[ModuleType]:
+    """``name`` imported a second time, as new module objects under the same names (what
+    pytester's in-process runs do: each run drops the modules it imported, and the next
+    run imports them again); the first import is back in ``sys.modules`` afterwards."""
+    def own(m: str) -> bool:
+        return m == name or m.startswith(name + ".")
+
+    first = {m: mod for m, mod in sys.modules.items() if own(m)}
+    for m in first:
+        del sys.modules[m]
+    try:
+        yield importlib.import_module(name)
+    finally:
+        for m in [m for m in sys.modules if own(m)]:
+            del sys.modules[m]
+        sys.modules.update(first)
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_a_package_imported_again_gets_streams_and_errors_of_its_own_classes(pkg) -> None:
+    """The transport follows the package the client uses now, not the first one of that
+    name it served: a client of ``httpx2`` imported again asserts that the stream is one of
+    its own ``SyncByteStream`` and catches its own ``RemoteProtocolError``."""
+    t = streamtape.ReplayTransport([sse_ix(), sse_ix(), sse_ix()], "instant")
+    assert raw_pieces(pkg, t) == EVENTS
+    with imported_again(pkg.__name__) as again:
+        assert again is not pkg and again.SyncByteStream is not pkg.SyncByteStream
+        assert raw_pieces(again, t) == EVENTS
+        cut = streamtape.ReplayTransport([sse_ix()], "instant;fault=cut-event:2")
+        with pytest.raises(again.RemoteProtocolError):
+            raw_pieces(again, cut)
+    assert raw_pieces(pkg, t) == EVENTS
 
 
 def test_virtual_clock_replays_a_slow_recording_at_once() -> None:
