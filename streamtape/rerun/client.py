@@ -276,13 +276,8 @@ def _connect(host: str, port: int, timeout_s: float) -> socket.socket:
 
 
 def exchange_sync(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSLContext | None = None,
-                  clock: Clock = time.perf_counter_ns, after_read: Callable[[], None] | None = None) -> None:
-    """Run one exchange on a blocking socket (gevent's, under Locust); its outcome is on ``ex``.
-
-    ``after_read`` runs between a read's clock reading and its parsing (gevent's
-    ``sleep(0)`` under Locust): users whose reads are ready at the same moment
-    then all take their clock readings before any of them parses and records,
-    so a reading waits for the others' readings, not for their work."""
+                  clock: Clock = time.perf_counter_ns) -> None:
+    """Run one exchange on a blocking socket (gevent's, under Locust); its outcome is on ``ex``."""
     w = ex.where
     asked = clock()
     deadline = asked + int(timeout_s * 1e9)
@@ -303,13 +298,10 @@ def exchange_sync(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSLContext
                 raise TimeoutError
             sock.settimeout(left)
             data = sock.recv(65536)
-            now = clock()
-            if after_read is not None:
-                after_read()
             if not data:
-                ex.eof(now)
+                ex.eof(clock())
                 break
-            ex.receive(data, now)
+            ex.receive(data, clock())
     except TimeoutError:
         ex.fail(Outcome.UPSTREAM_ERROR, f"no complete answer within {timeout_s:g} s (--timeout)")
     except OSError as e:
