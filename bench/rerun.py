@@ -35,7 +35,18 @@ Locust (``--users``): a Locust master and one worker run the shipped
 locustfile with U users, in ``split`` mode with the one request repeated
 enough for about ``--seconds`` (each user one stream at a time: a closed
 loop); the worker's requests per second and TTFT p50 come from the cassette
-it wrote, beside the raw client at the rate the worker reached.
+it wrote, beside the raw client run the same way: a closed loop of U users
+(``--raw-closed``, a fresh process), both spawned over one stream's
+duration (Locust's ``-r U / duration``). The baseline used to be the raw
+client at the worker's mean rate, open loop: U closed-loop users keep U
+streams in flight where that rate kept about half as many, and this
+backend's threads (which share one interpreter lock, and spin the last 2 ms
+to each write) answer later the more streams they pace: at 16 users the head
+of a response came 2.2 ms after its request (p50), which was the backend's
+lateness, not the worker's, and the open-loop baseline never saw it.
+A third column runs the same closed loop on gevent's sockets as bare as the
+raw client (``--gevent-closed``): what a Locust user pays for gevent itself,
+before streamtape parses or records anything.
 """
 
 from __future__ import annotations
@@ -172,6 +183,77 @@ class _Raw(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.done.done():
             self.done.set_exception(ConnectionError("closed early"))
+
+
+def _raw_closed(port: int, users: int, seconds: float, stream_s: float) -> list[int]:
+    """:func:`_raw_closed_run` in a fresh process (``--raw-closed``): its TTFTs (ns)."""
+    cmd = [sys.executable, "-m", "bench.rerun", "--raw-closed", str(port), str(users), f"{seconds:g}", f"{stream_s:g}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+    ttft: list[int] = json.loads(r.stdout)["ttft"]
+    return ttft
+
+
+async def _raw_closed_run(port: int, users: int, seconds: float, stream_s: float) -> list[int]:
+    """The raw client as a closed loop of ``users``, as Locust's users are: each sends its next
+    request when its last stream ended, for ``seconds``; started over one stream's duration."""
+    loop = asyncio.get_running_loop()
+    req = _head_bytes(port)
+    ttft: list[int] = []
+    end = time.perf_counter() + seconds
+
+    async def user(k: int) -> None:
+        await asyncio.sleep(stream_s * k / users)
+        while time.perf_counter() < end:
+            done: asyncio.Future[tuple[int, int]] = loop.create_future()
+            await loop.create_connection(lambda done=done: _Raw(done, req), "127.0.0.1", port)  # type: ignore[misc]
+            first, _ = await done
+            ttft.append(first)
+
+    await asyncio.gather(*(user(k) for k in range(users)))
+    return ttft
+
+
+def _gevent_closed(port: int, users: int, seconds: float, stream_s: float) -> list[int]:
+    """:func:`_gevent_closed_main` in a fresh process (``--gevent-closed``): its TTFTs (ns)."""
+    cmd = [sys.executable, "-m", "bench.rerun", "--gevent-closed", str(port), str(users), f"{seconds:g}",
+           f"{stream_s:g}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+    ttft: list[int] = json.loads(r.stdout)["ttft"]
+    return ttft
+
+
+def _gevent_closed_main(port: int, users: int, seconds: float, stream_s: float) -> list[int]:
+    """The same closed loop on gevent's sockets, as bare as the raw client (no HTTP parser, no
+    recording): what any Locust user pays for gevent before streamtape does anything."""
+    from gevent import monkey
+
+    monkey.patch_all()
+    import gevent
+
+    req = _head_bytes(port)
+    ttft: list[int] = []
+    end = time.perf_counter() + seconds
+
+    def user(k: int) -> None:
+        gevent.sleep(stream_s * k / users)
+        while time.perf_counter() < end:
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sent = time.perf_counter_ns()
+                s.sendall(req)
+                first, tail = 0, b""
+                while data := s.recv(65536):
+                    now = time.perf_counter_ns()
+                    seen = tail + data
+                    if not first and FIRST in seen:
+                        first = now
+                    if seen.endswith(b"0\r\n\r\n"):
+                        break
+                    tail = seen[-16:]
+                ttft.append(first - sent)
+
+    gevent.joinall([gevent.spawn(user, k) for k in range(users)])
+    return ttft
 
 
 def _raw(port: int, rate: float, seconds: float) -> tuple[list[int], int]:
@@ -312,7 +394,7 @@ def _locust(session: Path, tmp: Path, port: int, users: int, seconds: float,
               "--streamtape-out", str(out), "--loglevel", "WARNING"]
     master = subprocess.Popen(
         [*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-         "--headless", "--expect-workers", "1", "-u", str(users), "-r", str(users), "-t", "120s",
+         "--headless", "--expect-workers", "1", "-u", str(users), "-r", f"{users / stream_s:.3f}", "-t", "120s",
          "-H", f"http://127.0.0.1:{port}", "--streamtape-repeat", str(sends), "--only-summary"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp)
     worker = subprocess.Popen([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)],
@@ -378,6 +460,15 @@ def main() -> None:
         ttft, _, most = asyncio.run(_raw_run(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])))
         print(json.dumps({"ttft": ttft, "max": most}))
         return
+    if len(sys.argv) == 6 and sys.argv[1] == "--gevent-closed":  # the same on gevent's sockets
+        ttfts = _gevent_closed_main(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
+        print(json.dumps({"ttft": ttfts}))
+        return
+    if len(sys.argv) == 6 and sys.argv[1] == "--raw-closed":  # the same as a closed loop of users
+        closed = asyncio.run(_raw_closed_run(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
+                                             float(sys.argv[5])))
+        print(json.dumps({"ttft": closed}))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="10,20,40,80,160")
     ap.add_argument("--seconds", type=float, default=4.0)
@@ -442,11 +533,13 @@ def main() -> None:
                 print("rerun held TTFT within 1 ms of the raw client at no level measured")
             if args.no_locust:
                 return
-            print(f"{'users':>7} {'rps':>18} {'raw p50 ms':>18} {'locust p50 ms':>18} {'delta ms':>20}  held")
+            print(f"{'users':>7} {'rps':>18} {'raw p50 ms':>18} {'locust p50 ms':>18} {'delta ms':>20}  held"
+                  f"  {'bare gevent p50 ms':>20}")
             lheld = None
             stream_s = (args.first_ms + args.tokens * args.gap_ms) / 1000
             for users in users_list:
                 rows: list[tuple[float, float, float]] = []
+                gevent_p50: list[float] = []
                 failed = 0
                 for run in range(args.runs):
                     print(f"run {run + 1}/{args.runs}: locust {users} users...", file=sys.stderr, flush=True)
@@ -454,8 +547,9 @@ def main() -> None:
                     if got_l is None:
                         continue
                     rps, lp50, failures = got_l
-                    raw_ttft, _ = _raw(port, max(rps, 1.0), args.seconds)
+                    raw_ttft = _raw_closed(port, users, args.seconds, stream_s)
                     rows.append((rps, pct(raw_ttft, 50) / 1e6, lp50))
+                    gevent_p50.append(pct(_gevent_closed(port, users, args.seconds, stream_s), 50) / 1e6)
                     failed += int(failures)
                 if not rows:
                     print(f"{users:7d} (locust gave no statistics)")
@@ -465,7 +559,8 @@ def main() -> None:
                 ok = abs(delta) <= 1.0 and failed == 0
                 print(f"{users:7d} {_median_range([r for r, _, _ in rows], '{:.1f}'):>18} "
                       f"{_median_range([rp for _, rp, _ in rows]):>18} {_median_range([lp for _, _, lp in rows]):>18} "
-                      f"{_median_range(deltas, '{:+.2f}'):>20}  {'yes' if ok else 'no'}")
+                      f"{_median_range(deltas, '{:+.2f}'):>20}  {'yes' if ok else 'no ':<4}"
+                      f"{_median_range(gevent_p50):>20}")
                 if ok:
                     lheld = (statistics.median(r for r, _, _ in rows), users)
             print(f"one Locust worker holds TTFT within 1 ms of the raw client up to {lheld[0]:.1f} req/s "
