@@ -27,12 +27,6 @@ Figures: p50, p99 and max in ms per N, median of ``--runs`` runs with the range
 error <= 2 ms and p99 gap error <= 1 ms; 100 streams p99 offset error <= 5 ms
 with >= 99% of writes kept as their own piece.
 
-``--client c`` reads the streams with the C load client (bench/loadgen.c, compiled
-with gcc) instead of the Python one: on two cores the Python client costs about
-as much CPU per piece as a recorder, so a capacity figure measured with it is
-partly the client's. The recorded errors come from the cassette either way;
-the C client gives no client-side lag, and no mitmdump run is made.
-
 ``--workers 1,2`` measures each N through ``record --workers W`` for each W.
 ``--capacity`` prints, for each W, the most of the ``--streams`` counts recorded
 within the target (p99 offset error <= 5 ms and >= 99% own pieces, median of
@@ -54,17 +48,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import _loadgen
 from bench._common import cpu_model
 from streamtape.stats import percentile
 from tests.support.processes import STREAMTAPE, Child, start
-from tests.support.reliability import (
-    MS,
-    event_latencies_ms,
-    fetch_many,
-    raise_fd_limit,
-    request_bytes,
-)
+from tests.support.reliability import MS, event_latencies_ms, fetch_many, raise_fd_limit
 
 PLAIN_ADDON = "def responseheaders(flow):\n    flow.response.stream = True\n"
 _EVENT = re.compile(rb'"i": (\d+), "t": (\d+)')
@@ -116,26 +103,13 @@ OFFSET_BOUND_MS = 5.0
 OWN_BOUND = 0.99
 
 
-def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1,
-            loadgen: Path | None = None) -> Figures:
+def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1) -> Figures:
     tape = tmp / f"timing-{n}-{run}.tape"
     addon = tmp / "plain.py"
     addon.write_text(PLAIN_ADDON)
     bindir = Path(sys.executable).parent
     rec = start([*STREAMTAPE, "record", "--upstream", f"http://{up}", "--listen", "127.0.0.1:0",
                  "-o", str(tape), "--workers", str(workers)], r"recording on (\S+:\d+)")
-    if loadgen is not None:
-        try:
-            res = _loadgen.run(loadgen, rec.port, request_bytes(f"/v1/chat/completions?c=c{run}"), n,
-                               stagger_s=0.5, seed=run, timeout=events * 0.1 + 60)
-        finally:
-            rec.stop(signal.SIGINT, timeout=60)
-        bad = [st.status for st in res.streams if st.status != "ok"]
-        if bad:
-            raise SystemExit(f"record: {len(bad)} of {n} streams did not complete ({sorted(set(bad))})")
-        gaps, offs, share = recorded_errors(tape, events)
-        tape.unlink()
-        return Figures(gaps, offs, share, [], [])
     mitm = start([str(bindir / "mitmdump"), "-s", str(addon), "--mode", f"reverse:http://{up}",
                   "--listen-host", "127.0.0.1", "-p", "0", "--set", "flow_detail=0"], r"listening at (\S+?:\d+)")
     try:
@@ -166,33 +140,26 @@ def main() -> None:
     ap.add_argument("--workers", default="1", help="the recorder's --workers counts, e.g. 1,2")
     ap.add_argument("--capacity", action="store_true",
                     help="for each --workers count, go up --streams until the 5 ms target breaks")
-    ap.add_argument("--client", choices=["python", "c"], default="python",
-                    help="the load client: Python's asyncio (with client lags and mitmdump), or bench/loadgen.c")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     a = ap.parse_args()
     counts = [int(x) for x in a.streams.split(",")]
     worker_counts = [int(x) for x in a.workers.split(",")]
     raise_fd_limit(4 * max(counts) + 200)
     print(f"bench.record_timing: CPU {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
-          f"{a.events} events {a.gap_ms:g} ms apart per stream, {a.runs} runs per N, {a.client} client", flush=True)
+          f"{a.events} events {a.gap_ms:g} ms apart per stream, {a.runs} runs per N", flush=True)
     up = start([sys.executable, "-m", "tests.support.reliability", "upstream", "--events", str(a.events),
                 "--gap-ms", str(a.gap_ms)], r"upstream on (\S+:\d+)")
     out: dict[tuple[int, int], list[Figures]] = {}
     within: dict[int, int] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-record-timing-") as tmp:
-            loadgen = None
-            if a.client == "c":
-                loadgen, why = _loadgen.build(Path(tmp))
-                if loadgen is None:
-                    raise SystemExit(f"bench.record_timing: --client c: {why}")
             for w in worker_counts:
                 within[w] = 0
                 for n in counts:
                     runs = out[w, n] = []
                     for r in range(a.runs):
                         print(f"workers={w} N={n}: run {r + 1}/{a.runs}...", file=sys.stderr, flush=True)
-                        runs.append(one_run(up.address, n, a.events, Path(tmp), r, w, loadgen))
+                        runs.append(one_run(up.address, n, a.events, Path(tmp), r, w))
                     if a.capacity and holds(runs):
                         within[w] = max(within[w], n)
     finally:
@@ -211,9 +178,8 @@ def main() -> None:
         print(f"  recorded offset error  {cell(runs, 'offset')}")
         print(f"  writes kept as their own piece: {statistics.median(shares):.2f}% "
               f"({min(shares):.2f}-{max(shares):.2f})")
-        if a.client == "python":
-            print(f"  client lag through streamtape record {cell(runs, 'lag_record')}")
-            print(f"  client lag through plain mitmdump    {cell(runs, 'lag_mitmdump')}  (the baseline)")
+        print(f"  client lag through streamtape record {cell(runs, 'lag_record')}")
+        print(f"  client lag through plain mitmdump    {cell(runs, 'lag_mitmdump')}  (the baseline)")
     if a.capacity:
         print(f"\nmost streams recorded within p99 offset error <= {OFFSET_BOUND_MS:g} ms and "
               f">= {OWN_BOUND:.0%} own pieces (of {a.streams}):")
