@@ -14,6 +14,7 @@ when a recorder in another process sits between them.
 from __future__ import annotations
 
 import math
+import os
 import platform
 import re
 import socket
@@ -153,6 +154,17 @@ def pct(values: Sequence[float], q: float) -> float:
     99th, not the largest), NaN for no values."""
     v = percentile(values, q)
     return math.nan if v is None else float(v)
+
+
+def steal_s() -> float:
+    """CPU time the host took from this virtual machine so far (``steal`` in ``/proc/stat``, in
+    seconds, all CPUs): read before and after a run, the difference says whether the run's
+    outliers were the host's. 0.0 where it cannot be read."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def cpu_model() -> str:

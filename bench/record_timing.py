@@ -23,9 +23,16 @@ streams at once, started over 0.5 s:
   event loop carries; the same lag through ``streamtape record`` beside it.
 
 Figures: p50, p99 and max in ms per N, median of ``--runs`` runs with the range
-(the CPU and load average printed). Targets (issue 19): one stream p99 offset
+(the CPU and load average printed, and for each run the CPU time the host took
+from this virtual machine meanwhile, ``steal`` in ``/proc/stat``: on a shared
+host it comes and goes, and a run that lost seconds of CPU to it measures the
+host). Targets (issue 19): one stream p99 offset
 error <= 2 ms and p99 gap error <= 1 ms; 100 streams p99 offset error <= 5 ms
 with >= 99% of writes kept as their own piece.
+
+``--starts random`` starts the N streams at uniformly random moments of the 0.5 s
+instead of evenly spaced: evenly spaced streams of a 20 ms gap write in a few
+phases only, random ones spread their writes over the whole period.
 
 ``--workers 1,2`` measures each N through ``record --workers W`` for each W.
 ``--capacity`` prints, for each W, the most of the ``--streams`` counts recorded
@@ -40,6 +47,7 @@ import asyncio
 import itertools
 import json
 import os
+import random
 import re
 import signal
 import statistics
@@ -48,7 +56,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._common import cpu_model
+from bench._common import cpu_model, steal_s
 from streamtape.stats import percentile
 from tests.support.processes import STREAMTAPE, Child, start
 from tests.support.reliability import MS, event_latencies_ms, fetch_many, raise_fd_limit
@@ -64,6 +72,8 @@ class Figures:
     own_share: float
     lag_record: list[float]
     lag_mitmdump: list[float]
+    steal_s: float = 0.0
+    """CPU time the host took from this machine during the run (:func:`bench._common.steal_s`)."""
 
 
 def _three(xs: list[float]) -> tuple[float, float, float]:
@@ -103,7 +113,9 @@ OFFSET_BOUND_MS = 5.0
 OWN_BOUND = 0.99
 
 
-def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1) -> Figures:
+def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1,
+            starts: str = "even") -> Figures:
+    stolen = steal_s()
     tape = tmp / f"timing-{n}-{run}.tape"
     addon = tmp / "plain.py"
     addon.write_text(PLAIN_ADDON)
@@ -116,9 +128,11 @@ def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1)
         # Alternate which goes first, so that drift in the machine's load hits both alike.
         order: list[tuple[str, Child]] = [("record", rec), ("mitmdump", mitm)]
         lags: dict[str, list[float]] = {}
+        rnd = random.Random(run)
+        at = sorted(rnd.uniform(0, 0.5) for _ in range(n)) if starts == "random" else None
         for name, child in (order if run % 2 == 0 else order[::-1]):
             got = asyncio.run(fetch_many("127.0.0.1", child.port, _paths(n, f"{name}{run}-"), stagger_s=0.5,
-                                         timeout=events * 0.1 + 60))
+                                         timeout=events * 0.1 + 60, starts=at))
             bad = [f.ending for f in got if f.ending != "complete"]
             if bad:
                 raise SystemExit(f"{name}: {len(bad)} of {n} streams did not complete ({sorted(set(bad))})")
@@ -128,7 +142,7 @@ def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1)
         mitm.stop(signal.SIGINT, timeout=30)
     gaps, offs, share = recorded_errors(tape, events)
     tape.unlink()
-    return Figures(gaps, offs, share, lags["record"], lags["mitmdump"])
+    return Figures(gaps, offs, share, lags["record"], lags["mitmdump"], steal_s() - stolen)
 
 
 def main() -> None:
@@ -140,13 +154,15 @@ def main() -> None:
     ap.add_argument("--workers", default="1", help="the recorder's --workers counts, e.g. 1,2")
     ap.add_argument("--capacity", action="store_true",
                     help="for each --workers count, go up --streams until the 5 ms target breaks")
+    ap.add_argument("--starts", choices=["even", "random"], default="even",
+                    help="the streams' starts over 0.5 s: evenly spaced, or uniformly random")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     a = ap.parse_args()
     counts = [int(x) for x in a.streams.split(",")]
     worker_counts = [int(x) for x in a.workers.split(",")]
     raise_fd_limit(4 * max(counts) + 200)
     print(f"bench.record_timing: CPU {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
-          f"{a.events} events {a.gap_ms:g} ms apart per stream, {a.runs} runs per N", flush=True)
+          f"{a.events} events {a.gap_ms:g} ms apart per stream, {a.runs} runs per N, {a.starts} starts", flush=True)
     up = start([sys.executable, "-m", "tests.support.reliability", "upstream", "--events", str(a.events),
                 "--gap-ms", str(a.gap_ms)], r"upstream on (\S+:\d+)")
     out: dict[tuple[int, int], list[Figures]] = {}
@@ -159,7 +175,7 @@ def main() -> None:
                     runs = out[w, n] = []
                     for r in range(a.runs):
                         print(f"workers={w} N={n}: run {r + 1}/{a.runs}...", file=sys.stderr, flush=True)
-                        runs.append(one_run(up.address, n, a.events, Path(tmp), r, w))
+                        runs.append(one_run(up.address, n, a.events, Path(tmp), r, w, a.starts))
                     if a.capacity and holds(runs):
                         within[w] = max(within[w], n)
     finally:
@@ -178,6 +194,8 @@ def main() -> None:
         print(f"  recorded offset error  {cell(runs, 'offset')}")
         print(f"  writes kept as their own piece: {statistics.median(shares):.2f}% "
               f"({min(shares):.2f}-{max(shares):.2f})")
+        print("  CPU the host took during each run (steal): "
+              + ", ".join(f"{f.steal_s:.2f} s" for f in runs))
         print(f"  client lag through streamtape record {cell(runs, 'lag_record')}")
         print(f"  client lag through plain mitmdump    {cell(runs, 'lag_mitmdump')}  (the baseline)")
     if a.capacity:

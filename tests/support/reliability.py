@@ -195,15 +195,17 @@ def request_bytes(path: str, body: bytes = b'{"stream": true}', host: str = "llm
 async def fetch_many(
     host: str, port: int, paths: Sequence[str], *, stagger_s: float = 0.0,
     hang_up: dict[int, int] | None = None, timeout: float = 60.0, body: bytes = b'{"stream": true}',
+    starts: Sequence[float] | None = None,
 ) -> list[Fetched]:
-    """One connection per path, started ``stagger_s / len(paths)`` apart; each reads its
-    chunked response to the end (client ``i`` hangs up after ``hang_up[i]`` pieces)."""
+    """One connection per path, started ``stagger_s / len(paths)`` apart (or at ``starts[i]``
+    seconds from now); each reads its chunked response to the end (client ``i`` hangs up
+    after ``hang_up[i]`` pieces)."""
     loop = asyncio.get_running_loop()
     hang_up = hang_up or {}
     out = [Fetched(p) for p in paths]
 
     async def one(i: int, f: Fetched) -> None:
-        await asyncio.sleep(stagger_s * i / max(1, len(paths)))
+        await asyncio.sleep(starts[i] if starts is not None else stagger_s * i / max(1, len(paths)))
         done: asyncio.Future[None] = loop.create_future()
         try:
             transport, _ = await loop.create_connection(
