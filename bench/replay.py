@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import _loadgen
-from bench._common import pct
+from bench._common import pct, steal_s
 from bench._precision import precision_section
 from tests.support import ROOT
 from tests.support.processes import STREAMTAPE, children, cpu_s, rss_kib, start
@@ -453,6 +453,7 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"recorded stream: {args.pieces} pieces, gaps {args.gap_ms} ms, {dur:.2f} s; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f} at start", flush=True)
+    stolen = steal_s()
     global LOADGEN
     client = "asyncio Protocol in this process (--client asyncio)"
     if args.client == "c":
@@ -485,7 +486,8 @@ async def bench(args: argparse.Namespace) -> None:
         await asyncio.to_thread(precision_section, tmp, args.handful, args.plays, args.rounds,
                                 args.compare_tree)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on this machine "
-          "competes for the CPUs and shows up as timing error)", flush=True)
+          "competes for the CPUs and shows up as timing error); the host took "
+          f"{steal_s() - stolen:.2f} s of CPU from this machine meanwhile (steal)", flush=True)
 
 
 async def timing_section(args: argparse.Namespace, tape: Path, offsets: list[int]) -> None:

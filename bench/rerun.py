@@ -68,7 +68,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._common import ThreadedServer, pct, read_head
+from bench._common import ThreadedServer, pct, read_head, steal_s
 from streamtape.cassette import Interaction, Request, Response, load, save
 from streamtape.stats import compute
 from tests.support.processes import STREAMTAPE
@@ -488,6 +488,7 @@ def main() -> None:
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; backend: first token "
           f"{args.first_ms:g} ms, {args.tokens} more {args.gap_ms:g} ms apart; {args.seconds:g} s per level; "
           f"median of {args.runs} runs [range]", flush=True)
+    stolen = steal_s()
     rates = [float(r) for r in args.rates.split(",")]
     users_list = [int(u) for u in args.users.split(",")]
     try:
@@ -568,6 +569,7 @@ def main() -> None:
                   "one Locust worker held TTFT within 1 ms at no level measured")
     finally:
         proc.kill()
+        print(f"the host took {steal_s() - stolen:.2f} s of CPU from this machine during the run (steal)")
 
 
 if __name__ == "__main__":
