@@ -7,6 +7,7 @@ import gzip
 import json
 import random
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import brotli
@@ -152,10 +153,23 @@ def split(data: bytes, n: int) -> list[bytes]:
     return [data[i : i + step] for i in range(0, len(data), step)]
 
 
+def _zstd_compress() -> Callable[[bytes], bytes]:
+    """zstd as what mitmproxy installs offers it: backports.zstd (mitmproxy 12) or zstandard (11)."""
+    try:
+        from backports import zstd
+
+        return zstd.compress
+    except ImportError:
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress
+
+
 CODINGS = {
     "gzip": gzip.compress,
     "deflate": zlib.compress,
     "br": brotli.compress,
+    "zstd": _zstd_compress(),
 }
 
 
