@@ -186,20 +186,22 @@ def _read(pieces: Sequence[tuple[int, bytes]], wire: Wire) -> _Read:
     return _Read(out, 0, p2.line_endings, tail)
 
 
-def _cut_chars(pieces: Sequence[tuple[int, bytes]]) -> tuple[int, list[Event]]:
-    """Piece boundaries that cut a UTF-8 character, and the pieces as text events (raw)."""
+def _cut_chars(pieces: Sequence[tuple[int, bytes]], *, text_events: bool) -> tuple[int, list[Event]]:
+    """Piece boundaries that cut a UTF-8 character, and (``text_events``: for a body of no
+    known wire) the pieces as text events."""
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     cuts = 0
     events: list[Event] = []
+    last = len(pieces) - 1
     for i, (at, data) in enumerate(pieces):
         text = dec.decode(data)
-        if text:
+        if text and text_events:
             events.append(Event(at, "text", text=text, source=i))
-        if i < len(pieces) - 1 and dec.getstate()[0]:
+        if i < last and dec.getstate()[0]:
             cuts += 1
     rest = dec.decode(b"", final=True)
-    if rest and pieces:
-        events.append(Event(pieces[-1][0], "text", text=rest, source=len(pieces) - 1))
+    if rest and pieces and text_events:
+        events.append(Event(pieces[-1][0], "text", text=rest, source=last))
     return cuts, events
 
 
@@ -379,8 +381,11 @@ def analyze(ix: Interaction, shape: str | None = None) -> Analysis:
     body = decoded_body(ix)
     pieces = body.pieces
     a = Analysis(shape=name, wire=wire, pieces=len(ix.pieces), decode_error=body.error)
-    cuts, raw_events = _cut_chars(pieces)
-    a.cut_chars = cuts if wire != "eventstream" else _payload_cuts(pieces)
+    raw_events: list[Event] = []
+    if wire == "eventstream":
+        a.cut_chars = _payload_cuts(pieces)
+    else:
+        a.cut_chars, raw_events = _cut_chars(pieces, text_events=wire is None)
     if wire is None:
         a.events = raw_events
         return assemble(a)
