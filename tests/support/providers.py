@@ -434,8 +434,9 @@ def watsonx_events() -> list[bytes]:
 
 
 def _json_answer(doc: dict[str, object], *, gzip_if_accepted: bool = False) -> Handler:
-    """One JSON body with a Content-Length; gzipped when asked to and the client accepts it,
-    as IBM IAM and most hosted APIs answer a client that sends ``Accept-Encoding: gzip``."""
+    """One JSON body with a Content-Length; gzipped when asked to and the client accepts it
+    (httpx and requests send ``Accept-Encoding: gzip`` by default, and a server or the
+    gateway before it may take them up on it)."""
 
     def handle(req: Received, c: Conn) -> None:
         body = _json(doc).encode()
