@@ -67,6 +67,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench._common import ThreadedServer, pct, read_head, steal_s
 from streamtape.cassette import Interaction, Request, Response, load, save
@@ -185,11 +186,18 @@ class _Raw(asyncio.Protocol):
             self.done.set_exception(ConnectionError("closed early"))
 
 
+def _child(mode: str, *args: object) -> dict[str, Any]:
+    """One baseline client in a fresh process of its own (``python -m bench.rerun MODE ...``):
+    the JSON it prints."""
+    cmd = [sys.executable, "-m", "bench.rerun", mode, *(f"{a:g}" if isinstance(a, float) else str(a) for a in args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+    got: dict[str, Any] = json.loads(r.stdout)
+    return got
+
+
 def _raw_closed(port: int, users: int, seconds: float, stream_s: float) -> list[int]:
     """:func:`_raw_closed_run` in a fresh process (``--raw-closed``): its TTFTs (ns)."""
-    cmd = [sys.executable, "-m", "bench.rerun", "--raw-closed", str(port), str(users), f"{seconds:g}", f"{stream_s:g}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
-    ttft: list[int] = json.loads(r.stdout)["ttft"]
+    ttft: list[int] = _child("--raw-closed", port, users, seconds, stream_s)["ttft"]
     return ttft
 
 
@@ -215,10 +223,7 @@ async def _raw_closed_run(port: int, users: int, seconds: float, stream_s: float
 
 def _gevent_closed(port: int, users: int, seconds: float, stream_s: float) -> list[int]:
     """:func:`_gevent_closed_main` in a fresh process (``--gevent-closed``): its TTFTs (ns)."""
-    cmd = [sys.executable, "-m", "bench.rerun", "--gevent-closed", str(port), str(users), f"{seconds:g}",
-           f"{stream_s:g}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
-    ttft: list[int] = json.loads(r.stdout)["ttft"]
+    ttft: list[int] = _child("--gevent-closed", port, users, seconds, stream_s)["ttft"]
     return ttft
 
 
@@ -258,9 +263,7 @@ def _gevent_closed_main(port: int, users: int, seconds: float, stream_s: float) 
 
 def _raw(port: int, rate: float, seconds: float) -> tuple[list[int], int]:
     """:func:`_raw_run` in a fresh process (``--raw``): its TTFTs (ns) and most in flight."""
-    cmd = [sys.executable, "-m", "bench.rerun", "--raw", str(port), f"{rate:g}", f"{seconds:g}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
-    got = json.loads(r.stdout)
+    got = _child("--raw", port, float(rate), float(seconds))
     return got["ttft"], got["max"]
 
 

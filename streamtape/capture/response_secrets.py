@@ -196,12 +196,14 @@ class AnswerMasker:
 
     :meth:`feed` takes each piece as it comes and gives back the pieces that are
     final now, in order; :meth:`end` gives the rest. Every piece fed comes back
-    exactly once, except those :attr:`withheld` drops.
+    exactly once, except those :attr:`withheld` drops. This one is for an answer
+    stored as it came (no content coding): it masks in place.
     """
 
     def __init__(self, fields: Iterable[str]) -> None:
         self._fields = FieldMasker(fields)
         self._held: deque[Piece] = deque()
+        """Pieces fed and not handed on (plain answers: their bytes are the masker's)."""
         self.headers: Headers | None = None
         """The response head to store when the body is stored other than it came (decoded);
         None when it is stored as it came."""
@@ -232,57 +234,54 @@ class AnswerMasker:
 
 
 class _EncodedAnswerMasker(AnswerMasker):
-    """A compressed JSON answer: decoded as it comes, stored as it came unless it needs masking."""
+    """A compressed JSON answer: decoded as it comes, stored as it came unless it needs masking.
 
-    def __init__(
-        self, fields: Iterable[str], headers: Headers,
-        decode: tuple[Callable[[bytes], bytes], Callable[[], bool]], hold: int | None,
-    ) -> None:
+    ``_held`` keeps the pieces as they came; the masker keeps their decoded bytes.
+    """
+
+    def __init__(self, fields: Iterable[str], headers: Headers, decompress: Callable[[bytes], bytes],
+                 hold: int | None) -> None:
         super().__init__(fields)
         self._head = headers
         self._hold = hold
-        self._decompress, _ = decode
-        self._raw: deque[tuple[Piece, int]] = deque()
-        """Pieces as they came, each with where its decoded bytes end in the decoded body."""
-        self._decoded: list[Piece] = []
-        """The decoded part of each piece (same time), while the answer is held."""
+        self._decompress = decompress
+        self._ends: deque[int] = deque()
+        """Where each held piece's decoded bytes end in the decoded body (beside ``_held``)."""
         self._broken = False
         self._passing = False
-        """Past :data:`HOLD_BYTES` with nothing to mask: pieces go on as they came."""
+        """Past the hold with nothing to mask: pieces go on as they came."""
 
     def feed(self, piece: Piece) -> list[Piece]:
         if self.withheld:
             return []
-        data = b""
+        fm = self._fields
         if not self._broken:
             try:
-                data = self._decompress(piece.data)
+                fm.feed(self._decompress(piece.data))
             except Exception:  # zlib.error, brotli.error, ZstdError: a body no client can read
                 self._broken = True
-        fm = self._fields
-        if data:
-            fm.feed(data)
-            if not self._passing:
-                self._decoded.append(Piece(piece.at_ns, data))
-        self._raw.append((piece, fm.size))
+        self._held.append(piece)
+        self._ends.append(fm.size)
         if self._passing and fm.found:
             # A token field after the pieces before it went on compressed: it cannot be
             # masked, so nothing from here on is stored.
             self.withheld = True
-            self._raw.clear()
+            self._held.clear()
+            self._ends.clear()
             return []
-        if not self._passing and not fm.found and (self._broken or (self._hold is not None and fm.size >= self._hold)):
+        if not self._passing and not fm.found and (
+            self._broken or (self._hold is not None and fm.size >= self._hold)
+        ):
             self._passing = True
-            self._decoded = []
         return self._passed() if self._passing else []
 
     def _passed(self) -> list[Piece]:
         """The pieces as they came whose decoded bytes are all decided."""
-        fm, raw, out = self._fields, self._raw, []
+        fm, held, ends, out = self._fields, self._held, self._ends, []
         upto = fm.base
-        while raw and (self._broken or raw[0][1] <= fm.decided):
-            piece, upto = raw.popleft()
-            out.append(piece)
+        while held and (self._broken or ends[0] <= fm.decided):
+            out.append(held.popleft())
+            upto = ends.popleft()
         if not self._broken and upto > fm.base:
             fm.take(upto - fm.base)  # decoded bytes of pieces handed on: no longer needed
         return out
@@ -290,20 +289,20 @@ class _EncodedAnswerMasker(AnswerMasker):
     def end(self) -> list[Piece]:
         if self.withheld:
             return []
-        self._fields.end()
+        fm = self._fields
+        fm.end()
         if self._passing:
             return self._passed()
-        raw = [p for p, _ in self._raw]
-        self._raw.clear()
-        if not self._fields.masked:
-            return raw
-        body = self._fields.take(self._fields.size - self._fields.base)
-        out, at = [], 0
-        for p in self._decoded:
-            out.append(Piece(p.at_ns, body[at : at + len(p.data)]))
-            at += len(p.data)
+        held, ends = list(self._held), list(self._ends)
+        self._held.clear()
+        self._ends.clear()
+        if not fm.masked:
+            return held
+        body = fm.take(fm.size - fm.base)
+        # Each piece becomes its decoded part, masked, at its own time (empty parts dropped).
+        starts = [0, *ends[:-1]]
         self.headers = with_length(drop_headers(self._head, "content-encoding"), len(body))
-        return out
+        return [Piece(p.at_ns, body[a:b]) for p, a, b in zip(held, starts, ends, strict=True) if b > a]
 
 
 def _json_answer(headers: Headers) -> bool:
@@ -328,7 +327,7 @@ def answer_masker(
     from ..shapes.body import decompressor
 
     decode = decompressor(coding)
-    return None if decode is None else _EncodedAnswerMasker(fields, headers, decode, hold)
+    return None if decode is None else _EncodedAnswerMasker(fields, headers, decode[0], hold)
 
 
 def masked_answer(
