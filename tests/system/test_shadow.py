@@ -207,7 +207,9 @@ def test_shadows_cost_the_client_no_time_beyond_the_recorder(session: Session) -
         gap_diffs.extend(abs(y - x) for x, y in zip(gaps_d[1:], gaps_p[1:], strict=True))
         # Waiting for the slow shadow would cost 300 ms before the first event and 750 ms in all.
         assert (p.ended - p.started) - (d.ended - d.started) < 200_000_000
-    assert max(first) < 100_000_000, first
+    # A client that waited for the slow shadow would be 300 ms late on every call; one call
+    # of four was 117 ms late beside a CI run on a host taking seconds of CPU (steal).
+    assert statistics.median(first) < 100_000_000 and max(first) < 250_000_000, first
     # 10 ms: a second suite beside this one gave a median of 3.1 ms; waiting for a shadow
     # would cost its 300 ms.
     assert statistics.median(gap_diffs) < 10_000_000, sorted(gap_diffs)
