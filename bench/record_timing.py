@@ -73,6 +73,8 @@ class Figures:
     lag_record: list[float]
     lag_mitmdump: list[float]
     steal_s: float = 0.0
+    apart_share: float = 1.0
+    """Of the writes kept as their own piece, the share not recorded with the one before's time."""
     """CPU time the host took from this machine during the run (:func:`bench._common.steal_s`)."""
 
 
@@ -81,14 +83,19 @@ def _three(xs: list[float]) -> tuple[float, float, float]:
     return (p50 or 0.0, p99 or 0.0, max(xs, default=0.0))
 
 
-def recorded_errors(tape: Path, events: int) -> tuple[list[float], list[float], float]:
-    """Gap and offset errors (ms) of every recorded piece against the stamps, and the share
-    of upstream writes that are a piece of their own."""
+def recorded_errors(tape: Path, events: int) -> tuple[list[float], list[float], float, float]:
+    """Gap and offset errors (ms) of every recorded piece against the stamps, the share
+    of upstream writes that are a piece of their own, and the share of those recorded
+    apart from the write before (a recorded gap over half the written one).
+
+    A piece of its own may still share a read: mitmproxy hands on each HTTP chunk of a
+    read as its own piece, so writes that waited in the socket for a late loop become
+    pieces of their own with the time of that one read (the last one's arrival)."""
     import streamtape
 
     gaps: list[float] = []
     offsets: list[float] = []
-    own = total = 0
+    own = total = pairs = apart = 0
     for ix in streamtape.load(tape):
         stamped: list[tuple[int, int]] = []  # (recorded offset, write time) per piece of one event
         for p in ix.pieces:
@@ -99,10 +106,12 @@ def recorded_errors(tape: Path, events: int) -> tuple[list[float], list[float], 
         total += events
         for (ra, wa), (rb, wb) in itertools.pairwise(stamped):
             gaps.append(abs((rb - ra) - (wb - wa)) / MS)
+            pairs += 1
+            apart += 2 * (rb - ra) > wb - wa
         if stamped:
             r0, w0 = stamped[0]
             offsets.extend(abs((r - r0) - (w - w0)) / MS for r, w in stamped[1:])
-    return gaps, offsets, own / total if total else 0.0
+    return gaps, offsets, own / total if total else 0.0, apart / pairs if pairs else 1.0
 
 
 def _paths(n: int, tag: str) -> list[str]:
@@ -140,9 +149,9 @@ def one_run(up: str, n: int, events: int, tmp: Path, run: int, workers: int = 1,
     finally:
         rec.stop(signal.SIGINT, timeout=60)
         mitm.stop(signal.SIGINT, timeout=30)
-    gaps, offs, share = recorded_errors(tape, events)
+    gaps, offs, share, apart = recorded_errors(tape, events)
     tape.unlink()
-    return Figures(gaps, offs, share, lags["record"], lags["mitmdump"], steal_s() - stolen)
+    return Figures(gaps, offs, share, lags["record"], lags["mitmdump"], steal_s() - stolen, apart)
 
 
 def main() -> None:
@@ -194,6 +203,9 @@ def main() -> None:
         print(f"  recorded offset error  {cell(runs, 'offset')}")
         print(f"  writes kept as their own piece: {statistics.median(shares):.2f}% "
               f"({min(shares):.2f}-{max(shares):.2f})")
+        aparts = [f.apart_share * 100 for f in runs]
+        print(f"  of those, read apart from the write before: {statistics.median(aparts):.2f}% "
+              f"({min(aparts):.2f}-{max(aparts):.2f})")
         print("  CPU the host took during each run (steal): "
               + ", ".join(f"{f.steal_s:.2f} s" for f in runs))
         print(f"  client lag through streamtape record {cell(runs, 'lag_record')}")
@@ -207,7 +219,7 @@ def main() -> None:
             print(f"  {w} worker{'s' if w > 1 else ''}: {n}{ratio}")
     print(f"load at end {os.getloadavg()[0]:.2f}")
     if a.json:
-        print(json.dumps({f"{w}x{n}": [{"gap": _three(f.gap), "offset": _three(f.offset), "own": f.own_share,
+        print(json.dumps({f"{w}x{n}": [{"gap": _three(f.gap), "offset": _three(f.offset), "own": f.own_share, "apart": f.apart_share,
                                         "lag_record": _three(f.lag_record), "lag_mitmdump": _three(f.lag_mitmdump)}
                                        for f in runs] for (w, n), runs in out.items()}))
 

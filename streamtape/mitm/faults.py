@@ -15,10 +15,10 @@ the flow). On a reset, :func:`pass_reset_on` sets ``SO_LINGER`` 0 on the
 client's socket, so mitmproxy's own close of it a moment later sends a reset
 too; and the recording's error says so (:data:`streamtape.wire.UPSTREAM_RESET`).
 
-The sockets are reached through mitmproxy's proxyserver addon (its live
-connection handlers, by client id): not a public API, so every step is
-guarded and a mitmproxy that stores them otherwise only loses the
-pass-through (the client sees a close, as before), never the flow.
+The sockets are reached through mitmproxy's proxyserver addon
+(:func:`streamtape.mitm.transports.transport_of`): a mitmproxy that stores them
+otherwise only loses the pass-through (the client sees a close, as before),
+never the flow.
 
 mitmproxy 11 (what Python 3.11 resolves) has already dropped the upstream
 connection when the ``error`` hook runs, after a reset and after a clean early
@@ -29,28 +29,16 @@ as a close and is recorded as ``upstream_closed`` (a strict xfail in
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import struct
 
-from mitmproxy import connection, ctx, http
+from mitmproxy import http
+
+from .transports import transport_of
 
 __all__ = ["pass_reset_on", "upstream_reset"]
 
 _EARLY_CLOSE = "peer closed connection"
-
-
-def _transport_of(flow: http.HTTPFlow, conn: connection.Connection) -> asyncio.BaseTransport | None:
-    """The asyncio transport of one of the flow's live connections (None when not found)."""
-    with contextlib.suppress(Exception):
-        ps = ctx.master.addons.get("proxyserver")
-        handler = ps.connections.get(flow.client_conn.id)
-        io = handler.transports.get(conn) if handler is not None else None
-        transport = getattr(getattr(io, "writer", None), "transport", None)
-        if isinstance(transport, asyncio.BaseTransport):
-            return transport
-    return None
 
 
 def upstream_reset(flow: http.HTTPFlow) -> bool:
@@ -58,14 +46,14 @@ def upstream_reset(flow: http.HTTPFlow) -> bool:
     msg = (flow.error.msg if flow.error else "") or ""
     if _EARLY_CLOSE not in msg or flow.response is None:
         return False
-    transport = _transport_of(flow, flow.server_conn)
+    transport = transport_of(flow.client_conn, flow.server_conn)
     return transport is not None and transport.is_closing()
 
 
 def pass_reset_on(flow: http.HTTPFlow) -> bool:
     """Make mitmproxy's close of the client connection a reset (``SO_LINGER`` 0); False if
     the socket could not be reached."""
-    transport = _transport_of(flow, flow.client_conn)
+    transport = transport_of(flow.client_conn, flow.client_conn)
     sock: socket.socket | None = transport.get_extra_info("socket") if transport is not None else None
     if sock is None:
         return False

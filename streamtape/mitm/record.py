@@ -34,6 +34,11 @@ plain-HTTP origin through an upstream proxy (its requests go to the proxy's
 connection under another name; no setup is stored and the offsets count from
 the request hook).
 
+A piece's own time is when its bytes reached this machine: on Linux, the
+kernel's receive time of the read that brought them (:mod:`streamtape.mitm.arrival`),
+so a busy event loop that comes to the socket late does not make the piece
+late; elsewhere, the clock read in the stream callable.
+
 Nothing passes unrecorded. mitmproxy starts listening before it calls the
 ``running`` hook, where the cassette is opened (not earlier, so a proxy that
 cannot listen creates no cassette). A request that arrives in between is held
@@ -70,9 +75,11 @@ from ..fmt import summary_line
 from ..wire import UPSTREAM_RESET
 from . import error_answer
 from . import record_options as option
+from .arrival import ArrivalSocket, stamp_arrivals
 from .faults import pass_reset_on, upstream_reset
 from .options import FailLoudly
 from .record_options import OPTION_NAMES, RECORD_OPTIONS
+from .transports import transport_of
 from .websocket import WebSocketRecording, is_upgrade_request
 
 if TYPE_CHECKING:  # the sender loads httpx: only a run with shadows imports it
@@ -122,6 +129,9 @@ class _Connecting:
     """The connection to an upstream proxy this one runs inside (after a CONNECT)."""
     ready: UpstreamConnection | None = None
     """Set once the connection can take a request."""
+    arrival: ArrivalSocket | None = None
+    """Its socket with the kernel's receive time of each read (:mod:`streamtape.mitm.arrival`),
+    where that can be had: the pieces read from it are timed by it."""
 
 
 def _tunnel_of(data: tls.TlsData) -> connection.Connection | None:
@@ -431,7 +441,10 @@ class RecordAddon(FailLoudly):
         resp = flow.response
         if rec is None or resp is None:
             return
-        now = time.perf_counter_ns()
+        arrival = self._arrival(flow.server_conn)
+        # The head came in the last read of its connection: the kernel's time of that read
+        # where there is one (never later than now, however late the loop got to it).
+        now = arrival.arrived_ns if arrival is not None else time.perf_counter_ns()
         if self.websockets.responseheaders(flow, now):
             return
         h = resp.headers
@@ -460,9 +473,14 @@ class RecordAddon(FailLoudly):
         loop = asyncio.get_running_loop()
         later = loop.call_later(HEAD_WORK_AFTER_S, self._apply_head, key)
         piece = rec.piece
-        clock = time.perf_counter_ns
         apply_head = self._apply_head
         first = True
+        clock = time.perf_counter_ns
+        if arrival is not None:
+            # mitmproxy hands on what a read brought before it reads that socket again,
+            # so a piece's bytes came in the connection's last read.
+            def clock() -> int:
+                return arrival.arrived_ns
 
         def record(data: bytes) -> bytes:
             nonlocal first
@@ -475,6 +493,10 @@ class RecordAddon(FailLoudly):
             return data
 
         resp.stream = record
+
+    def _arrival(self, conn: connection.Connection) -> ArrivalSocket | None:
+        c = self._connections.get(conn)
+        return c.arrival if c is not None else None
 
     def _apply_head(self, key: str) -> None:
         """Register a response head with the recorder (pieces may already have come)."""
@@ -500,7 +522,8 @@ class RecordAddon(FailLoudly):
     def server_connected(self, data: server_hooks.ServerConnectionHookData) -> None:
         now = time.perf_counter_ns()
         s = data.server
-        c = _Connecting(now, _span_ns(s.timestamp_start, s.timestamp_tcp_setup))
+        c = _Connecting(now, _span_ns(s.timestamp_start, s.timestamp_tcp_setup),
+                        arrival=stamp_arrivals(transport_of(data.client, s)))
         if not s.tls:  # plain HTTP: the request goes out now
             c.ready = UpstreamConnection(now, c.tcp_ns)
         self._connections[s] = c
@@ -513,7 +536,7 @@ class RecordAddon(FailLoudly):
             t = self._connections.get(tunnel) if tunnel is not None else None
             if t is None or t.ready is None:
                 return
-            c = self._connections[data.conn] = _Connecting(t.connected_ns, t.tcp_ns, tunnel=t)
+            c = self._connections[data.conn] = _Connecting(t.connected_ns, t.tcp_ns, tunnel=t, arrival=t.arrival)
         c.tls_start_ns = now
 
     def tls_established_server(self, data: tls.TlsData) -> None:

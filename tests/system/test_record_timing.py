@@ -31,7 +31,7 @@ from streamtape.cassette.model import Interaction, Setup
 from streamtape.cassette.reader import read_records
 from streamtape.cassette.records import decode_pieces, record_kind
 from tests.support import ROOT
-from tests.support.builders import MS, chat_events
+from tests.support.builders import MS, chat_events, wait_until
 from tests.support.processes import start
 from tests.support.recording import recording, run_main
 from tests.support.servers import (
@@ -385,3 +385,83 @@ def test_an_upstream_proxys_connect_is_a_setup_mark_of_its_own(tmp_path: Path) -
     (w,) = log
     got = lags(ix, w)
     assert min(got) >= 0 and statistics.median_low(got) < PAUSE * 1e9 / 2, ms_list(got)
+
+
+def _finished(path: Path) -> bool:
+    """Whether the cassette has its one interaction, finished (False before its header is written)."""
+    with contextlib.suppress(streamtape.CassetteError):
+        got = streamtape.load(path)
+        return len(got) == 1 and got[0].outcome == "complete"
+    return False
+
+
+BUSY_S = 0.6
+"""How long a request to ``/busy`` holds the recording proxy's event loop."""
+GAPS_S = (0.3, 0.9)
+"""Between the upstream's writes in the busy-loop test: the second write comes while the loop
+is held, the third well after (writes that wait in the socket together are one read, whose
+bytes all came by the last one's time)."""
+BUSY_ADDON = """
+import json, time
+from pathlib import Path
+
+def request(flow):
+    if flow.request.path == "/busy":
+        t0 = time.perf_counter_ns()
+        time.sleep({busy!r})  # holds mitmproxy's event loop: no socket is read meanwhile
+        Path({log!r}).write_text(json.dumps([t0, time.perf_counter_ns()]))
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's receive stamps (SO_TIMESTAMPNS) are Linux's")
+def test_a_piece_that_came_while_the_proxys_loop_was_busy_keeps_its_arrival_time(tmp_path: Path) -> None:
+    # A loaded proxy's event loop comes to a ready socket late. The piece that waited must
+    # keep the time it came in, not the time the loop got to it.
+    events = [b'data: {"i": %d}\n\n' % i for i in range(3)]
+    writes: list[int] = []
+
+    def paced(req: Received, c: Conn) -> None:
+        c.head(200, SSE_HEADERS)
+        for i, ev in enumerate(events):
+            if i:
+                c.sleep(GAPS_S[i - 1])
+            writes.append(time.perf_counter_ns())
+            c.chunk(ev)
+        c.end_chunks()
+
+    def answer(req: Received, c: Conn) -> None:
+        c.raw(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    out, busy_log, addon = tmp_path / "b.tape", tmp_path / "busy.json", tmp_path / "busy.py"
+    addon.write_text(BUSY_ADDON.format(busy=BUSY_S, log=str(busy_log)))
+    mitmdump = Path(sys.executable).parent / "mitmdump"
+    with (
+        ScriptedServer({PATH: paced, "/busy": answer}) as up,
+        start([str(mitmdump), "-s", str(ROOT / "addons" / "record.py"), "-s", str(addon),
+               "--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1", "-p", "0",
+               "--set", f"streamtape_out={out}"], r"listening at (\S+?:\d+)", cwd=tmp_path) as proxy,
+        httpx.Client(timeout=10) as client,
+        client.stream("POST", proxy.url + PATH, json={"stream": True}) as r,
+    ):
+        got = r.iter_raw()
+        first = next(got)  # the first event is through: now hold the proxy's loop
+        busy = threading.Thread(target=lambda: httpx.get(proxy.url + "/busy", timeout=10))
+        busy.start()
+        rest = b"".join(got)
+        busy.join()
+        assert first + rest == b"".join(events)
+        wait_until(lambda: _finished(out))
+    held_from, held_to = json.loads(busy_log.read_text())
+    # The setup this test needs: the second write came while the loop was held, well before
+    # the hold ended (so a piece timed when the loop got to it would be 100 ms late or more),
+    # and the third after it.
+    setup = ms_list([writes[1] - held_from, held_to - writes[1], writes[2] - held_to])
+    assert held_from < writes[1] and held_to - writes[1] >= 0.1e9 and held_to < writes[2], setup
+    (ix,) = streamtape.load(out)
+    at = [p.at_ns for p in ix.pieces]
+    assert [p.data for p in ix.pieces] == events
+    errors = [abs((at[i] - at[0]) - (writes[i] - writes[0])) for i in (1, 2)]
+    # Loopback delivers a write at once; the recorded spans are the upstream's within a few
+    # ms (50 ms leaves room for a starved machine's stamping of the first piece).
+    assert max(errors) < 0.05e9, ms_list(errors)
