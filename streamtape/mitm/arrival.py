@@ -44,6 +44,9 @@ Python exposes it from 3.14 on."""
 
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+_timespec = _TIMESPEC.unpack_from
+_clock = time.perf_counter_ns
+_wall = time.time_ns
 STALE_NS = 10 * 10**9
 """A stamp further back than this (the wall clock stepped since) is not believed."""
 
@@ -60,17 +63,17 @@ class ArrivalSocket:
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         data, ancillary, _, _ = self._sock.recvmsg(bufsize, _ANCILLARY, flags)
-        now = time.perf_counter_ns()
+        now = _clock()
         at = now
-        for level, kind, raw in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
+        if ancillary:  # the one control message the socket was asked for
+            level, kind, raw = ancillary[0]
+            if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= _TIMESPEC.size:
+                sec, nsec = _timespec(raw)
                 # The stamp is wall-clock time: moved onto the monotonic clock by the two
                 # clocks' difference now, and never after now (a wall clock that steps).
-                at = sec * 1_000_000_000 + nsec - (time.time_ns() - now)
+                at = sec * 1_000_000_000 + nsec - (_wall() - now)
                 if not now - STALE_NS < at <= now:
                     at = now
-                break
         self.arrived_ns = at
         return data
 
