@@ -1,4 +1,4 @@
-"""What a read with the kernel's receive time costs: :class:`streamtape.mitm.arrival.ArrivalSocket`'s
+"""What a read with the kernel's receive time costs: :class:`streamtape.arrival.ArrivalSocket`'s
 ``recv`` (``recvmsg`` with ``SO_TIMESTAMPNS``) against a plain ``recv`` of the same socket.
 
     .venv/bin/python -m bench.arrival [--reads 50000] [--runs 3]
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from bench._common import cpu_model
-from streamtape.mitm.arrival import SO_TIMESTAMPNS, ArrivalSocket
+from streamtape.arrival import SO_TIMESTAMPNS, ArrivalSocket
 
 EVENT = b"data: " + b"x" * 142 + b"\n\n"
 

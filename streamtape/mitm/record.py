@@ -35,7 +35,7 @@ connection under another name; no setup is stored and the offsets count from
 the request hook).
 
 A piece's own time is when its bytes reached this machine: on Linux, the
-kernel's receive time of the read that brought them (:mod:`streamtape.mitm.arrival`),
+kernel's receive time of the read that brought them (:mod:`streamtape.arrival`),
 so a busy event loop that comes to the socket late does not make the piece
 late; elsewhere, the clock read in the stream callable.
 
@@ -63,6 +63,7 @@ from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
 from mitmproxy.proxy.tunnel import TunnelLayer
 
+from ..arrival import ArrivalSocket, stamp_arrivals
 from ..capture.credentials import Credential
 from ..capture.mcp import is_mcp_exchange
 from ..capture.recorder import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
@@ -75,7 +76,6 @@ from ..fmt import summary_line
 from ..wire import UPSTREAM_RESET
 from . import error_answer
 from . import record_options as option
-from .arrival import ArrivalSocket, stamp_arrivals
 from .faults import pass_reset_on, upstream_reset
 from .options import FailLoudly
 from .record_options import OPTION_NAMES, RECORD_OPTIONS
@@ -130,7 +130,7 @@ class _Connecting:
     ready: UpstreamConnection | None = None
     """Set once the connection can take a request."""
     arrival: ArrivalSocket | None = None
-    """Its socket with the kernel's receive time of each read (:mod:`streamtape.mitm.arrival`),
+    """Its socket with the kernel's receive time of each read (:mod:`streamtape.arrival`),
     where that can be had: the pieces read from it are timed by it."""
 
 

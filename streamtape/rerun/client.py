@@ -7,7 +7,11 @@ drivers hand every read straight to :class:`Exchange`, which parses it with
 h11 (the sans-I/O HTTP/1.1 library h11 is the model of this package for) and
 gives each de-chunked body piece to the same
 :class:`~streamtape.capture.recorder.Recorder` as ``record`` uses, with the
-reading of ``perf_counter_ns`` taken when the read returned. h11 yields one
+time the read's bytes came in: on Linux the kernel's receive time of that read
+(:mod:`streamtape.arrival`, plain-HTTP connections), so a client busy with
+other streams (its event loop, or a Locust worker's gevent hub, late to a
+ready socket) does not make the backend look slower; elsewhere, and over
+TLS, the reading of ``perf_counter_ns`` when the read returned. h11 yields one
 ``Data`` event per HTTP chunk (or per part of one split across reads), and
 one per read of a Content-Length or close-delimited body: the piece
 boundaries mitmproxy gives the recorder (DESIGN.md).
@@ -45,6 +49,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from ..arrival import ArrivalSocket, stamp_arrivals, stamp_socket
 from ..capture.recorder import Recorder, UpstreamConnection
 from ..cassette.model import Interaction, Outcome, Request
 from ..fmt import failure_words
@@ -194,13 +199,17 @@ class _Protocol(asyncio.Protocol):
         self.done = done
         self.clock = clock
         self.transport: asyncio.Transport | None = None
+        self.stamped: ArrivalSocket | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        # Before the transport's first read (it starts reading after this call).
+        self.stamped = stamp_arrivals(transport) if self.clock is time.perf_counter_ns else None
 
     def data_received(self, data: bytes) -> None:
-        if self.ex.receive(data, self.clock()) and not self.done.done():
+        now = self.stamped.arrived_ns if self.stamped is not None else self.clock()
+        if self.ex.receive(data, now) and not self.done.done():
             self.done.set_result(None)
 
     def eof_received(self) -> bool | None:
@@ -291,17 +300,19 @@ def exchange_sync(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSLContext
         setup = ready - asked
         ex.connected(UpstreamConnection(ready, tcp_ns=None if w.tls else setup, tls_ns=setup if w.tls else None))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stamped = stamp_socket(sock) if clock is time.perf_counter_ns else None
+        read = stamped.recv if stamped is not None else sock.recv
         sock.sendall(ex.request_bytes())
         while not ex.ended:
             left = (deadline - clock()) / 1e9
             if left <= 0:
                 raise TimeoutError
             sock.settimeout(left)
-            data = sock.recv(65536)
+            data = read(65536)
             if not data:
                 ex.eof(clock())
                 break
-            ex.receive(data, clock())
+            ex.receive(data, stamped.arrived_ns if stamped is not None else clock())
     except TimeoutError:
         ex.fail(Outcome.UPSTREAM_ERROR, f"no complete answer within {timeout_s:g} s (--timeout)")
     except OSError as e:

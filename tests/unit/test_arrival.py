@@ -1,4 +1,4 @@
-"""The kernel's receive time of an upstream read (streamtape.mitm.arrival).
+"""The kernel's receive time of an upstream read (streamtape.arrival).
 
 A real TCP connection on 127.0.0.1, read by asyncio's own transport: the time
 a read's bytes came in is kept even when the event loop got to them late.
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from streamtape.mitm.arrival import ArrivalSocket, stamp_arrivals
+from streamtape.arrival import ArrivalSocket, stamp_arrivals
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SO_TIMESTAMPNS is Linux's")
 

@@ -1,4 +1,9 @@
-"""When each upstream read's bytes reached this machine: the kernel's receive time.
+"""When each read's bytes reached this machine: the kernel's receive time.
+
+Used where a streamed piece's time is the measurement: the recorder's upstream
+reads (below) and the rerun client's (:mod:`streamtape.rerun.client`, whose
+time to first token would otherwise carry its own event loop's or gevent
+hub's lag under load).
 
 A piece's time read in the stream callable is the time mitmproxy's event loop
 got to the socket, plus its layers' work. On a busy proxy the loop comes to a
@@ -23,20 +28,21 @@ becomes its own piece (mitmproxy hands on every HTTP chunk) with the time the
 last of them came. ``bench/record_timing.py`` counts those.
 
 Where there is no such stamp (not Linux, a transport that is not asyncio's
-selector socket transport, a QUIC connection), nothing is replaced and the
-recorder reads the clock in the stream callable, as before.
+selector socket transport, a QUIC connection, a TLS socket of Python's ``ssl``),
+nothing is replaced and the clock is read when the read returns, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 import sys
 import time
 from typing import Any
 
-__all__ = ["ArrivalSocket", "stamp_arrivals"]
+__all__ = ["ArrivalSocket", "stamp_arrivals", "stamp_socket"]
 
 SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
 """Linux's ``SO_TIMESTAMPNS`` (also the control message's type, ``SCM_TIMESTAMPNS``);
@@ -84,25 +90,33 @@ class ArrivalSocket:
         return getattr(self._sock, name)
 
 
-def stamp_arrivals(transport: asyncio.BaseTransport | None) -> ArrivalSocket | None:
-    """Have the kernel stamp what ``transport``'s socket receives, and read it with the
-    stamps kept; the :class:`ArrivalSocket` now in its place, or None where that
-    cannot be done (the transport is left as it was)."""
-    if SO_TIMESTAMPNS is None or not _ANCILLARY or transport is None:
+def stamp_socket(sock: Any) -> ArrivalSocket | None:
+    """Have the kernel stamp what a TCP socket receives; the :class:`ArrivalSocket` to read
+    it through, or None where that cannot be done (not Linux, not TCP, an ``ssl`` socket,
+    whose reads are decrypted records and have no control messages)."""
+    if SO_TIMESTAMPNS is None or not _ANCILLARY:
         return None
-    sock = getattr(transport, "_sock", None)
-    if isinstance(sock, ArrivalSocket):
-        return sock
-    if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_STREAM:
-        return None
-    # asyncio's selector transport reads with ``self._sock.recv`` (3.11 to 3.14); a
-    # transport without that reading method is someone else's, and is not touched.
-    if not callable(getattr(transport, "_read_ready__data_received", None)):
+    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket) or sock.type != socket.SOCK_STREAM:
         return None
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     except OSError:
         return None
-    stamped = ArrivalSocket(sock)
-    transport._sock = stamped  # type: ignore[attr-defined]
+    return ArrivalSocket(sock)
+
+
+def stamp_arrivals(transport: asyncio.BaseTransport | None) -> ArrivalSocket | None:
+    """Have the kernel stamp what ``transport``'s socket receives, and read it with the
+    stamps kept; the :class:`ArrivalSocket` now in its place, or None where that
+    cannot be done (the transport is left as it was)."""
+    sock = getattr(transport, "_sock", None)
+    if isinstance(sock, ArrivalSocket):
+        return sock
+    # asyncio's selector transport reads with ``self._sock.recv`` (3.11 to 3.14); a
+    # transport without that reading method is someone else's, and is not touched.
+    if not callable(getattr(transport, "_read_ready__data_received", None)):
+        return None
+    stamped = stamp_socket(sock)
+    if stamped is not None:
+        transport._sock = stamped  # type: ignore[union-attr]
     return stamped
