@@ -42,7 +42,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["ArrivalSocket", "stamp_arrivals", "stamp_socket"]
+__all__ = ["ArrivalSocket", "keep_stamps_on", "stamp_arrivals", "stamp_socket"]
 
 SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
 """Linux's ``SO_TIMESTAMPNS`` (also the control message's type, ``SCM_TIMESTAMPNS``);
@@ -61,11 +61,13 @@ class ArrivalSocket:
     """Stands in for a transport's socket: the same socket, with ``recv`` keeping the
     kernel's receive time of the bytes it returns (``arrived_ns``, ``perf_counter_ns``)."""
 
-    __slots__ = ("_sock", "arrived_ns")
+    __slots__ = ("_sock", "arrived_ns", "from_kernel")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self.arrived_ns = time.perf_counter_ns()
+        self.from_kernel = False
+        """Whether the last read's time is the kernel's (else the clock when it returned)."""
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         data, ancillary, _, _ = self._sock.recvmsg(bufsize, _ANCILLARY, flags)
@@ -81,6 +83,7 @@ class ArrivalSocket:
                 if not now - STALE_NS < at <= now:
                     at = now
         self.arrived_ns = at
+        self.from_kernel = at != now
         return data
 
     def send(self, data: Any, flags: int = 0) -> int:  # the write path, without __getattr__'s lookup
@@ -88,6 +91,32 @@ class ArrivalSocket:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
+
+
+_keeper: list[socket.socket] = []
+
+
+def keep_stamps_on() -> bool:
+    """Keep the kernel stamping received packets for as long as this process runs; False
+    where it cannot (not Linux).
+
+    Linux stamps packets only while some socket asks for stamps, and turns that on
+    from a work queue, a moment after the first socket asks (``net_enable_timestamp``):
+    packets that arrive before then carry no stamp, and one that arrived right after a
+    new connection asked was read with the clock's time instead (seen on a loaded
+    machine: a whole 200 ms hold). One socket of our own that asks, open until the
+    process ends, keeps it on from the first call; call it early (at startup)."""
+    if _keeper:
+        return True
+    if SO_TIMESTAMPNS is None:
+        return False
+    try:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    _keeper.append(keeper)
+    return True
 
 
 def stamp_socket(sock: Any) -> ArrivalSocket | None:
@@ -98,6 +127,7 @@ def stamp_socket(sock: Any) -> ArrivalSocket | None:
         return None
     if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket) or sock.type != socket.SOCK_STREAM:
         return None
+    keep_stamps_on()
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     except OSError:

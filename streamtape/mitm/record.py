@@ -63,7 +63,7 @@ from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
 from mitmproxy.proxy.tunnel import TunnelLayer
 
-from ..arrival import ArrivalSocket, stamp_arrivals
+from ..arrival import ArrivalSocket, keep_stamps_on, stamp_arrivals
 from ..capture.credentials import Credential
 from ..capture.mcp import is_mcp_exchange
 from ..capture.recorder import Recorder, Redaction, UpstreamConnection, is_streaming, parse_labels
@@ -232,6 +232,7 @@ class RecordAddon(FailLoudly):
     def load(self, loader: Loader) -> None:
         if not self._answering:
             self._answering = error_answer.install()
+        keep_stamps_on()  # before the first upstream read (streamtape.arrival)
         for o in RECORD_OPTIONS:  # declared in streamtape.mitm.record_options, with their flags
             loader.add_option(o.name, o.typespec, o.mitm_default, o.help)
 

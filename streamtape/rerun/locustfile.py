@@ -56,6 +56,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from streamtape.arrival import keep_stamps_on
 from streamtape.capture.recorder import Recorder
 from streamtape.cassette.model import Interaction, Outcome
 from streamtape.cassette.reader import load
@@ -94,6 +95,7 @@ class _Worker:
     """What one Locust process holds: its share of the requests, the recorder, the writer."""
 
     def __init__(self, env: Environment, index: int, count: int) -> None:
+        keep_stamps_on()  # before the first response (streamtape.arrival)
         opts = env.parsed_options
         assert opts is not None
         if not opts.streamtape_cassette:

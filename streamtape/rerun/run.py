@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from ..arrival import keep_stamps_on
 from ..capture.recorder import Recorder, Sink
 from ..capture.redaction import Redaction
 from ..cassette.model import Interaction, Outcome
@@ -152,6 +153,7 @@ class Rerun:
         run_id: str | None = None,
         on_finished: Callable[[Item, Interaction], None] | None = None,
     ) -> None:
+        keep_stamps_on()  # before the first response (streamtape.arrival)
         self.items = list(items)
         self.target = target
         self.schedule = schedule

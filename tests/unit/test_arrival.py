@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from streamtape.arrival import ArrivalSocket, stamp_arrivals
+from streamtape.arrival import ArrivalSocket, keep_stamps_on, stamp_arrivals
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SO_TIMESTAMPNS is Linux's")
 
@@ -29,11 +29,24 @@ async def _pair() -> tuple[socket.socket, asyncio.StreamReader, asyncio.StreamWr
     return peer, reader, writer
 
 
+async def _until_the_kernel_stamps(peer: socket.socket, reader: asyncio.StreamReader, stamped: ArrivalSocket) -> None:
+    """Linux turns its receive stamps on a moment after the first socket asks (from a work
+    queue, later on a loaded machine): bytes read before then have the clock's time."""
+    for _ in range(500):
+        peer.sendall(b".")
+        assert await reader.readexactly(1) == b"."
+        if stamped.from_kernel:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the kernel never stamped a read in 5 s")
+
+
 def test_a_read_keeps_the_time_its_bytes_came_not_the_time_the_loop_read_them() -> None:
     async def main() -> tuple[int, int, int, bytes]:
         peer, reader, writer = await _pair()
         stamped = stamp_arrivals(writer.transport)
         assert isinstance(stamped, ArrivalSocket)
+        await _until_the_kernel_stamps(peer, reader, stamped)
         sent = time.perf_counter_ns()
         peer.sendall(b"late piece")
         time.sleep(HELD_S)  # the loop is busy: nothing reads the socket meanwhile
@@ -79,3 +92,22 @@ def test_what_is_not_an_asyncio_socket_transport_is_left_alone() -> None:
 
     assert stamp_arrivals(None) is None
     assert stamp_arrivals(Other()) is None
+
+
+def test_the_kernel_stamps_from_the_first_read_once_kept_on() -> None:
+    # Linux turns stamping on from a work queue a moment after the first socket asks;
+    # keep_stamps_on holds it on, so a connection's first read is stamped at once.
+    assert keep_stamps_on()
+
+    async def main() -> bool:
+        await asyncio.sleep(0.5)  # the work queue's moment, on a loaded machine too
+        peer, reader, writer = await _pair()
+        stamped = stamp_arrivals(writer.transport)
+        assert stamped is not None
+        peer.sendall(b"first")
+        assert await reader.readexactly(5) == b"first"
+        writer.close()
+        peer.close()
+        return stamped.from_kernel
+
+    assert asyncio.run(main())
