@@ -73,9 +73,9 @@ class Figures:
     lag_record: list[float]
     lag_mitmdump: list[float]
     steal_s: float = 0.0
+    """CPU time the host took from this machine during the run (:func:`bench._common.steal_s`)."""
     apart_share: float = 1.0
     """Of the writes kept as their own piece, the share not recorded with the one before's time."""
-    """CPU time the host took from this machine during the run (:func:`bench._common.steal_s`)."""
 
 
 def _three(xs: list[float]) -> tuple[float, float, float]:
