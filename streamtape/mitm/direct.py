@@ -60,6 +60,7 @@ from ..match.matcher import Matcher
 from ..serve import ReplayServer
 from ..serve.request import HTTPRequest, peek_request
 from ..wire import Framing, end_to_end, framing_headers, header_value, request_head
+from .transports import transport_of
 
 __all__ = ["DirectRoutes", "Origin", "pass_on", "take_socket", "tls_context"]
 
@@ -191,13 +192,9 @@ def take_socket(proxyserver: Any, client: Client) -> socket.socket | None:
     a shutdown, so the client sees nothing, and mitmproxy ends its side of the
     connection as when a client goes away, writing nothing more to it.
     """
-    connections = getattr(proxyserver, "connections", None)
-    handler = connections.get(client.id) if isinstance(connections, dict) else None
-    io = getattr(handler, "transports", {}).get(client)
-    writer = getattr(io, "writer", None)
-    if not isinstance(writer, asyncio.StreamWriter):
+    transport = transport_of(client, client, proxyserver)
+    if transport is None:
         return None
-    transport = writer.transport
     raw = transport.get_extra_info("socket")
     if not isinstance(transport, asyncio.Transport) or raw is None or transport.is_closing():
         return None

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from mitmproxy import connection, ctx
 
 __all__ = ["transport_of"]
 
 
-def transport_of(client: connection.Client, conn: connection.Connection) -> asyncio.BaseTransport | None:
+def transport_of(client: connection.Client, conn: connection.Connection,
+                 proxyserver: Any = None) -> asyncio.BaseTransport | None:
     """The asyncio transport of ``conn`` (the client's own connection or one of its upstream
-    connections), None when it cannot be found (or is not an asyncio transport: QUIC)."""
+    connections), None when it cannot be found (or is not an asyncio transport: QUIC).
+
+    ``proxyserver`` is mitmproxy's proxyserver addon, looked up in the running master
+    when not given."""
     with contextlib.suppress(Exception):
-        ps = ctx.master.addons.get("proxyserver")
+        ps = proxyserver if proxyserver is not None else ctx.master.addons.get("proxyserver")
         handler = ps.connections.get(client.id)
         io = handler.transports.get(conn) if handler is not None else None
         transport = getattr(getattr(io, "writer", None), "transport", None)
