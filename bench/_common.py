@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from streamtape.stats import percentile
 
@@ -58,7 +59,13 @@ class ThreadedServer:
         raise NotImplementedError
 
 
-def read_head(s: socket.socket, buf: bytes) -> bytes | None:
+class Readable(Protocol):
+    """A socket, or anything that reads like one (``streamtape.arrival.ArrivalSocket``)."""
+
+    def recv(self, bufsize: int, flags: int = ..., /) -> bytes: ...
+
+
+def read_head(s: Readable, buf: bytes) -> bytes | None:
     """Reads until ``buf`` holds a whole request head; what follows the head (None when the
     client closed first). A request's body, if any, is left unread: the servers here answer
     without it."""

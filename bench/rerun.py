@@ -47,16 +47,38 @@ lateness, not the worker's, and the open-loop baseline never saw it.
 A third column runs the same closed loop on gevent's sockets as bare as the
 raw client (``--gevent-closed``): what a Locust user pays for gevent itself,
 before streamtape parses or records anything.
+
+Where a worker's TTFT goes: the backend logs each first token (when the
+request reached this machine, the kernel's receive stamp of the read that
+completed its head; when its thread had it; when the token was written), and
+each of the worker's recorded responses is paired with the entry whose write
+is nearest its recorded first token. The table after the Locust one splits
+the worker's TTFT into the request's way to the backend, the backend's
+lateness to read it and to write the token, and the way back; beside it the
+backend's lateness while the raw client ran. It tells a late load generator
+from a late backend. ``--pin`` puts the backend on the first CPU and every
+client on the others (``sched_setaffinity``), as when the backend is another
+machine: on two cores a busy worker otherwise takes the backend's CPU and its
+TTFT shows the backend's lateness. ``--only-locust`` skips the schedule and
+the rerun levels.
+
+Each Locust run starts with no worker cassette (the worker appends to its
+file: until 2026-12-04 the second and third runs of a level read the runs
+before them too, so their requests per second were wrong, 13.7 req/s for 16
+users where one run gives 35.5, and their TTFT the runs' mixture).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import platform
+import queue
 import re
 import shutil
 import socket
@@ -70,6 +92,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import ThreadedServer, pct, read_head, steal_s
+from streamtape.arrival import keep_stamps_on, stamp_socket
 from streamtape.cassette import Interaction, Request, Response, load, save
 from streamtape.stats import compute
 from tests.support.processes import STREAMTAPE
@@ -105,19 +128,35 @@ def _sleep_until(t: float) -> None:
 _NUMBERED = re.compile(rb'"n":(\d+)')
 
 
+@dataclass(frozen=True)
+class FirstToken:
+    """The backend's own account of one response's first token (wall-clock ns): when the
+    request reached this machine (the kernel's receive time of the read that completed its
+    head), when the serving thread had it, and when the first token was written."""
+
+    arrived_ns: int
+    read_ns: int
+    wrote_ns: int
+
+
 class Backend(ThreadedServer):
     def __init__(self, first_s: float, tokens: int, gap_s: float,
-                 arrivals: mp.Queue[tuple[int, float]] | None = None) -> None:
+                 arrivals: mp.Queue[tuple[int, float]] | None = None,
+                 firsts: mp.Queue[FirstToken] | None = None) -> None:
         self.first_s, self.tokens, self.gap_s = first_s, tokens, gap_s
         self.arrivals = arrivals
         """Where a numbered request's arrival goes: (its number, ``perf_counter``)."""
+        self.firsts = firsts
+        """Where every response's :class:`FirstToken` goes."""
         super().__init__()
 
     def serve(self, s: socket.socket) -> None:
+        stamped = stamp_socket(s) if self.firsts is not None else None
         buf: bytes | None = b""
         try:
-            while buf is not None and (buf := read_head(s, buf)) is not None:
+            while buf is not None and (buf := read_head(stamped or s, buf)) is not None:
                 arrived = time.perf_counter()
+                kernel_ns = stamped.arrived_ns if stamped is not None else time.perf_counter_ns()
                 m = re.search(rb"content-length:\s*(\d+)", buf, re.I)
                 # read_head left the body in buf's tail: drop it (its length is known)
                 length = int(m.group(1)) if m else len(BODY)
@@ -132,6 +171,10 @@ class Backend(ThreadedServer):
                 s.sendall(HEAD + _chunk(_event(None, role=True)))
                 _sleep_until(arrived + self.first_s)
                 s.sendall(_chunk(_event(FIRST.decode())))
+                if self.firsts is not None:
+                    wrote = time.perf_counter_ns()
+                    wall = time.time_ns() - time.perf_counter_ns()  # perf_counter_ns -> wall-clock ns
+                    self.firsts.put(FirstToken(kernel_ns + wall, int(arrived * 1e9) + wall, wrote + wall))
                 for i in range(self.tokens):
                     _sleep_until(arrived + self.first_s + (i + 1) * self.gap_s)
                     s.sendall(_chunk(_event(f" t{i}")))
@@ -143,11 +186,24 @@ class Backend(ThreadedServer):
 
 
 def _backend_main(q: mp.Queue[int], first_s: float, tokens: int, gap_s: float,
-                  arrivals: mp.Queue[tuple[int, float]]) -> None:
-    b = Backend(first_s, tokens, gap_s, arrivals)
+                  arrivals: mp.Queue[tuple[int, float]], firsts: mp.Queue[FirstToken], cpus: set[int]) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    keep_stamps_on()
+    b = Backend(first_s, tokens, gap_s, arrivals, firsts)
     q.put(b.port)
     while True:
         time.sleep(3600)
+
+
+def _drain(firsts: mp.Queue[FirstToken]) -> list[FirstToken]:
+    """What the backend logged since the last drain (its feeder thread flushed: wait a moment)."""
+    time.sleep(0.3)
+    got: list[FirstToken] = []
+    with contextlib.suppress(queue.Empty):
+        while True:
+            got.append(firsts.get_nowait())
+    return got
 
 
 def _head_bytes(port: int) -> bytes:
@@ -381,18 +437,79 @@ def _rerun(session: Path, out: Path, port: int, rate: float, seconds: float) -> 
 # ---------------------------------------------------------------------------- locust
 
 
+@dataclass(frozen=True)
+class LocustRun:
+    rps: float
+    ttft_p50_ms: float
+    failed: int
+    where: Where | None
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a worker's TTFT goes, the mean over its requests paired with the backend's log (ms;
+    means, so the parts add up to ``ttft``):
+    ``sent`` from the worker's t = 0 (the connection up, the request about to be written) to the
+    request reaching the backend's machine (the kernel's stamp), ``read`` from there to the
+    backend's thread having it, ``late`` the first token's write past its deadline (read +
+    first-token time), ``back`` from that write to the worker's recorded first-token time."""
+
+    paired: int
+    ttft: float
+    sent: float
+    read: float
+    late: float
+    back: float
+
+
+def _where(ok: list[Interaction], firsts: list[FirstToken], first_s: float) -> Where | None:
+    """Pairs each recorded response with the backend's log entry whose first-token write is
+    nearest its recorded first token (within 2 ms: loopback hands a write over in
+    microseconds, and at 150 requests/s writes are ~7 ms apart)."""
+    logged = sorted(firsts, key=lambda f: f.wrote_ns)
+    writes = [f.wrote_ns for f in logged]
+    parts: list[tuple[int, int, int, int, int]] = []
+    for ix in ok:
+        ttft = compute(ix).ttft_ns
+        if ttft is None or not writes:
+            continue
+        t0 = int(ix.request.started_at * 1e9) + (ix.setup.wait_ns if ix.setup is not None else 0)
+        first = t0 + ttft
+        k = bisect.bisect_left(writes, first)
+        near = min((j for j in (k - 1, k) if 0 <= j < len(writes)), key=lambda j: abs(writes[j] - first))
+        f = logged[near]
+        if abs(f.wrote_ns - first) > 2_000_000:
+            continue
+        parts.append((ttft, f.arrived_ns - t0, f.read_ns - f.arrived_ns, f.wrote_ns - f.read_ns - int(first_s * 1e9),
+                      first - f.wrote_ns))
+    if not parts:
+        return None
+    return Where(len(parts), *(statistics.fmean(p[k] for p in parts) / 1e6 for k in range(5)))
+
+
+def _backend_view(firsts: list[FirstToken], first_s: float) -> tuple[float, float]:
+    """The backend's read and late (see :class:`Where`), the means over what it logged (ms)."""
+    if not firsts:
+        return float("nan"), float("nan")
+    return (statistics.fmean(f.read_ns - f.arrived_ns for f in firsts) / 1e6,
+            statistics.fmean(f.wrote_ns - f.read_ns - int(first_s * 1e9) for f in firsts) / 1e6)
+
+
 def _locust(session: Path, tmp: Path, port: int, users: int, seconds: float,
-            stream_s: float) -> tuple[float, float, float] | None:
+            stream_s: float, firsts: mp.Queue[FirstToken], first_s: float) -> LocustRun | None:
     exe = Path(sys.executable).with_name("locust")
     if not exe.exists() and shutil.which("locust") is None:
         return None
     locustfile = Path(__file__).resolve().parent.parent / "streamtape" / "rerun" / "locustfile.py"
     out = tmp / f"locust{users}.tape"
     part = tmp / f"locust{users}.worker0.tape"
+    for old in (out, part):  # a worker appends to its cassette: each run starts with none
+        old.unlink(missing_ok=True)
     with socket.socket() as probe:  # Locust's master cannot bind port 0 and tell its workers
         probe.bind(("127.0.0.1", 0))
         master_port = probe.getsockname()[1]
     sends = max(users, int(users * seconds / stream_s))
+    _drain(firsts)  # what the backend logged before this run
     common = [str(exe if exe.exists() else "locust"), "-f", str(locustfile), "--streamtape-cassette", str(session),
               "--streamtape-out", str(out), "--loglevel", "WARNING"]
     master = subprocess.Popen(
@@ -420,7 +537,9 @@ def _locust(session: Path, tmp: Path, port: int, users: int, seconds: float,
             - min(ix.request.started_at for ix in ok)) if ok else 0
     # Streams Locust cut off at -t end interrupted: not the backend's failures.
     failed = sum(1 for ix in got if ix.outcome not in ("complete", "interrupted"))
-    return len(ok) / span if span else 0.0, pct(ttft, 50) / 1e6, float(failed)
+    return LocustRun(len(ok) / span if span else 0.0, pct(ttft, 50) / 1e6, failed, _where(ok, _drain(firsts), first_s))
+
+
 
 
 def _median_range(xs: list[float], fmt: str = "{:.2f}") -> str:
@@ -480,81 +599,102 @@ def main() -> None:
     ap.add_argument("--first-ms", type=float, default=20.0)
     ap.add_argument("--users", default="4,16,64")
     ap.add_argument("--no-locust", action="store_true")
+    ap.add_argument("--only-locust", action="store_true", help="skip the schedule and the rerun levels")
+    ap.add_argument("--pin", action="store_true",
+                    help="the backend on the first CPU, the clients (and Locust) on the others, as when the "
+                         "backend is another machine")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     q: mp.Queue[int] = mp.Queue()
     arrivals: mp.Queue[tuple[int, float]] = mp.Queue()
-    proc = mp.Process(target=_backend_main,
-                      args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000, arrivals), daemon=True)
+    firsts: mp.Queue[FirstToken] = mp.Queue()
+    proc = mp.Process(target=_backend_main, daemon=True,
+                      args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000, arrivals, firsts, set()))
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin:
+        if len(cpus) < 2:
+            ap.error("--pin needs two CPUs")
+        proc = mp.Process(target=_backend_main, daemon=True,
+                          args=(q, args.first_ms / 1000, args.tokens, args.gap_ms / 1000, arrivals, firsts,
+                                {cpus[0]}))
+        os.sched_setaffinity(0, set(cpus[1:]))  # this process and every client it starts
     proc.start()
     port = q.get(timeout=10)
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; backend: first token "
           f"{args.first_ms:g} ms, {args.tokens} more {args.gap_ms:g} ms apart; {args.seconds:g} s per level; "
-          f"median of {args.runs} runs [range]", flush=True)
+          f"median of {args.runs} runs [range]"
+          + (f"; backend pinned to CPU {cpus[0]}, clients to {','.join(map(str, cpus[1:]))}" if args.pin else ""),
+          flush=True)
     stolen = steal_s()
-    rates = [float(r) for r in args.rates.split(",")]
+    rates = [] if args.only_locust else [float(r) for r in args.rates.split(",")]
     users_list = [int(u) for u in args.users.split(",")]
     try:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             session = _session(tmp / "session.tape", port)
-            numbered, offsets = _schedule_session(tmp / "numbered.tape", port)
-            print(f"\nthe schedule: {SCHEDULE_REQUESTS} requests at their recorded offsets over "
-                  f"{SCHEDULE_SPAN_S:g} s, arrival at the backend against the due offset (ms, p50 / p99 / max)")
-            for speed in (1.0, 2.0):
-                trips = []
-                for _ in range(args.runs):
-                    errs = _schedule_errors(numbered, offsets, tmp / "sched.tape", port, speed, arrivals)
-                    trips.append((pct(errs, 50), pct(errs, 99), max(errs)))
-                print(f"  --speed {speed:g}: " + " / ".join(_median_range([t[k] for t in trips])
-                                                          for k in range(3)))
-            print()
-            levels: dict[float, list[Level]] = {r: [] for r in rates}
-            for run in range(args.runs):
-                for rate in rates:
-                    print(f"run {run + 1}/{args.runs}: {rate:g}/s...", file=sys.stderr, flush=True)
-                    levels[rate].append(_level(session, tmp, port, rate, args.seconds, raw_first=run % 2 == 0))
-            print(f"{'rate/s':>7} {'rps':>18} {'streams':>18} {'raw p50 ms':>18} {'rerun p50 ms':>18} "
-                  f"{'delta ms':>20} {'cost/piece µs':>20}  held")
-            held: tuple[float, float, int] | None = None
-            for rate, got in levels.items():
-                delta = statistics.median(lv.delta for lv in got)
-                ok = abs(delta) <= 1.0 and sum(lv.failed for lv in got) == 0
-                costs = [lv.cost_us for lv in got if lv.cost_us is not None]
-                print(f"{rate:7g} {_median_range([lv.rps for lv in got], '{:.1f}'):>18} "
-                      f"{_median_range([lv.streams for lv in got], '{:.1f}'):>18} "
-                      f"{_median_range([lv.raw_p50 for lv in got]):>18} "
-                      f"{_median_range([lv.rerun_p50 for lv in got]):>18} "
-                      f"{_median_range([lv.delta for lv in got], '{:+.2f}'):>20} "
-                      f"{(_median_range(costs, '{:.0f}') if costs else '-'):>20}  {'yes' if ok else 'no'}")
-                if ok:
-                    held = (statistics.median(lv.rps for lv in got), statistics.median(lv.streams for lv in got),
-                            max(lv.in_flight for lv in got))
-            if held is not None:
-                print(f"rerun holds TTFT p50 within 1 ms of the raw client up to {held[0]:.1f} req/s, "
-                      f"{held[1]:.1f} concurrent streams (max {held[2]} in flight)")
-            else:
-                print("rerun held TTFT within 1 ms of the raw client at no level measured")
+            if not args.only_locust:
+                numbered, offsets = _schedule_session(tmp / "numbered.tape", port)
+                print(f"\nthe schedule: {SCHEDULE_REQUESTS} requests at their recorded offsets over "
+                      f"{SCHEDULE_SPAN_S:g} s, arrival at the backend against the due offset (ms, p50 / p99 / max)")
+                for speed in (1.0, 2.0):
+                    trips = []
+                    for _ in range(args.runs):
+                        errs = _schedule_errors(numbered, offsets, tmp / "sched.tape", port, speed, arrivals)
+                        trips.append((pct(errs, 50), pct(errs, 99), max(errs)))
+                    print(f"  --speed {speed:g}: " + " / ".join(_median_range([t[k] for t in trips])
+                                                              for k in range(3)))
+                print()
+                levels: dict[float, list[Level]] = {r: [] for r in rates}
+                for run in range(args.runs):
+                    for rate in rates:
+                        print(f"run {run + 1}/{args.runs}: {rate:g}/s...", file=sys.stderr, flush=True)
+                        levels[rate].append(_level(session, tmp, port, rate, args.seconds, raw_first=run % 2 == 0))
+                print(f"{'rate/s':>7} {'rps':>18} {'streams':>18} {'raw p50 ms':>18} {'rerun p50 ms':>18} "
+                      f"{'delta ms':>20} {'cost/piece µs':>20}  held")
+                held: tuple[float, float, int] | None = None
+                for rate, got in levels.items():
+                    delta = statistics.median(lv.delta for lv in got)
+                    ok = abs(delta) <= 1.0 and sum(lv.failed for lv in got) == 0
+                    costs = [lv.cost_us for lv in got if lv.cost_us is not None]
+                    print(f"{rate:7g} {_median_range([lv.rps for lv in got], '{:.1f}'):>18} "
+                          f"{_median_range([lv.streams for lv in got], '{:.1f}'):>18} "
+                          f"{_median_range([lv.raw_p50 for lv in got]):>18} "
+                          f"{_median_range([lv.rerun_p50 for lv in got]):>18} "
+                          f"{_median_range([lv.delta for lv in got], '{:+.2f}'):>20} "
+                          f"{(_median_range(costs, '{:.0f}') if costs else '-'):>20}  {'yes' if ok else 'no'}")
+                    if ok:
+                        held = (statistics.median(lv.rps for lv in got), statistics.median(lv.streams for lv in got),
+                                max(lv.in_flight for lv in got))
+                if held is not None:
+                    print(f"rerun holds TTFT p50 within 1 ms of the raw client up to {held[0]:.1f} req/s, "
+                          f"{held[1]:.1f} concurrent streams (max {held[2]} in flight)")
+                else:
+                    print("rerun held TTFT within 1 ms of the raw client at no level measured")
             if args.no_locust:
                 return
             print(f"{'users':>7} {'rps':>18} {'raw p50 ms':>18} {'locust p50 ms':>18} {'delta ms':>20}  held"
                   f"  {'bare gevent p50 ms':>20}")
             lheld = None
             stream_s = (args.first_ms + args.tokens * args.gap_ms) / 1000
+            wheres: dict[int, tuple[list[Where], list[tuple[float, float]]]] = {}
             for users in users_list:
                 rows: list[tuple[float, float, float]] = []
                 gevent_p50: list[float] = []
                 failed = 0
+                wheres[users] = ([], [])
                 for run in range(args.runs):
                     print(f"run {run + 1}/{args.runs}: locust {users} users...", file=sys.stderr, flush=True)
-                    got_l = _locust(session, tmp, port, users, args.seconds, stream_s)
+                    got_l = _locust(session, tmp, port, users, args.seconds, stream_s, firsts, args.first_ms / 1000)
                     if got_l is None:
                         continue
-                    rps, lp50, failures = got_l
+                    if got_l.where is not None:
+                        wheres[users][0].append(got_l.where)
                     raw_ttft = _raw_closed(port, users, args.seconds, stream_s)
-                    rows.append((rps, pct(raw_ttft, 50) / 1e6, lp50))
+                    wheres[users][1].append(_backend_view(_drain(firsts), args.first_ms / 1000))
+                    rows.append((got_l.rps, pct(raw_ttft, 50) / 1e6, got_l.ttft_p50_ms))
                     gevent_p50.append(pct(_gevent_closed(port, users, args.seconds, stream_s), 50) / 1e6)
-                    failed += int(failures)
+                    _drain(firsts)
+                    failed += got_l.failed
                 if not rows:
                     print(f"{users:7d} (locust gave no statistics)")
                     continue
@@ -567,6 +707,21 @@ def main() -> None:
                       f"{_median_range(gevent_p50):>20}")
                 if ok:
                     lheld = (statistics.median(r for r, _, _ in rows), users)
+            print("\nwhere the worker's TTFT goes (the mean per run, median [range], ms), from the backend's log of\n"
+                  "each first token paired with the worker's recording: ttft = sent + read + first-token time +\n"
+                  "late + back; sent = t 0 to the request at the backend's\n"
+                  "socket (kernel stamp), read = to the backend's thread having it, late = the first token's\n"
+                  "write past its deadline, back = from that write to the worker's recorded first token;\n"
+                  "beside it the backend's read and late while the raw client ran the same users")
+            print(f"{'users':>7} {'paired':>8} {'ttft':>20} {'sent':>20} {'read':>20} {'late':>20} {'back':>20} "
+                  f"{'raw: read':>20} {'raw: late':>20}")
+            for users, (ws, raws) in wheres.items():
+                if not ws:
+                    continue
+                print(f"{users:7d} {statistics.median(w.paired for w in ws):8.0f} "
+                      + " ".join(f"{_median_range([getattr(w, k) for w in ws]):>20}"
+                                 for k in ("ttft", "sent", "read", "late", "back"))
+                      + " " + " ".join(f"{_median_range([r[k] for r in raws]):>20}" for k in (0, 1)))
             print(f"one Locust worker holds TTFT within 1 ms of the raw client up to {lheld[0]:.1f} req/s "
                   f"({lheld[1]} users, each one stream at a time)" if lheld else
                   "one Locust worker held TTFT within 1 ms at no level measured")
