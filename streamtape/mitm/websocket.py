@@ -14,13 +14,24 @@ through :class:`streamtape.capture.websocket.SessionRecorder`:
 - ``response``: mitmproxy sets ``flow.websocket`` just before this hook when it
   will relay the session (the ``websocket`` option, a valid handshake); the
   record filter is applied here, so ``~websocket`` matches. The session opens.
-- ``websocket_message``: the message is noted on the hook (its clock reading)
-  and recorded just after the hooks return, once mitmproxy has relayed it:
+- ``websocket_message``: the message is noted on the hook, with the time it
+  came in (below), and recorded just after the hooks return, once mitmproxy has relayed it:
   redaction and the credential search never delay a message, and what is
   recorded is what was sent (a message another addon dropped is left out; one
   an addon injected is kept, the peer got it).
 - ``websocket_end``: the close. mitmproxy reports a connection that ended
   without a close frame as code 1006 from the side whose connection ended.
+
+A message's time is the kernel's receive time of the last read of the
+connection it came on (:mod:`streamtape.arrival`): the upstream's socket is
+stamped from its connect on (as for HTTP pieces), the client's from the
+``101`` on. mitmproxy runs the hook as a task of its own, so by then that
+connection may have been read again: the time is never later than the hook's
+clock reading, and never earlier than the message before it, so a session's
+messages keep the order mitmproxy relayed them in with times that do not go
+back. A message read while mitmproxy's loop was busy elsewhere keeps the time
+it came in; where there is no stamp (not Linux, QUIC) the hook's clock reading
+is the time, as before.
 
 What mitmproxy does not expose, on 11 and 12 alike: the frames of a
 fragmented message (its WebSocket layer reassembles them and keeps their
@@ -39,16 +50,18 @@ from typing import TYPE_CHECKING, Protocol
 from mitmproxy import http
 from mitmproxy.websocket import WebSocketMessage
 
+from ..arrival import ArrivalSocket, stamp_arrivals
 from ..capture.credentials import Credential
 from ..capture.recorder import Begun, Recorder
 from ..capture.websocket import SessionRecorder
 from ..cassette.model import Interaction
 from ..cassette.records import Record
+from .transports import transport_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mitmproxy import flowfilter
+    from mitmproxy import connection, flowfilter
 
     from ..capture.redaction import Redaction
 
@@ -74,6 +87,7 @@ class _Host(Protocol):
 
     def _defer(self, records: list[Record]) -> None: ...
     def _sent(self, flow: http.HTTPFlow) -> None: ...
+    def _arrival(self, conn: connection.Connection) -> ArrivalSocket | None: ...
     def _report_when_saved(self, ix: Interaction) -> None: ...
 
 
@@ -85,6 +99,23 @@ class _Upgrading:
     headers_at_ns: int
 
 
+@dataclass(slots=True)
+class _Clocks:
+    """Where an open session's message times come from: each side's stamped socket (None
+    where there is none) and the last time given, which the next never goes below."""
+
+    client: ArrivalSocket | None
+    server: ArrivalSocket | None
+    last_ns: int
+
+    def time_of(self, m: WebSocketMessage, now_ns: int) -> int:
+        """``m``'s time: its connection's last read (an injected message: now)."""
+        arrival = None if m.injected else self.client if m.from_client else self.server
+        at = min(arrival.arrived_ns, now_ns) if arrival is not None else now_ns
+        at = self.last_ns = max(at, self.last_ns)
+        return at
+
+
 class WebSocketRecording:
     """The WebSocket half of the recording addon (it calls these from its hooks)."""
 
@@ -93,6 +124,7 @@ class WebSocketRecording:
         self.sessions: SessionRecorder | None = None
         self._for: Recorder | None = None
         self._upgrading: dict[str, _Upgrading] = {}
+        self._clocks: dict[str, _Clocks] = {}
 
     def _recorder(self) -> SessionRecorder | None:
         """The session recorder, following the addon's (rebuilt when its options change)."""
@@ -137,6 +169,9 @@ class WebSocketRecording:
             return True
         headers = tuple((k, v) for k, v in r.headers.items(multi=True))
         sessions.open(flow.id, up.begun, r.status_code, r.reason, r.http_version, headers, up.headers_at_ns)
+        client = flow.client_conn
+        self._clocks[flow.id] = _Clocks(stamp_arrivals(transport_of(client, client)),
+                                        self.host._arrival(flow.server_conn), up.headers_at_ns)
         return True
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -155,6 +190,7 @@ class WebSocketRecording:
         if sessions is None:
             return
         client = "client" in error.lower()
+        self._clocks.pop(key, None)
         ix = sessions.finish(key, now_ns, None, closed_by_client=client, error=error)
         if ix is not None:
             self._finished(ix)
@@ -166,9 +202,13 @@ class WebSocketRecording:
         ws = flow.websocket
         if sessions is None or ws is None or not ws.messages or not sessions.has(flow.id):
             return
+        m = ws.messages[-1]
+        now = time.perf_counter_ns()
+        clocks = self._clocks.get(flow.id)
+        at = clocks.time_of(m, now) if clocks is not None else now
         # Read after every addon's hook has returned and mitmproxy has relayed the
         # message: what went on the wire (another addon may change or drop it).
-        asyncio.get_running_loop().call_soon(self._message, flow.id, ws.messages[-1], time.perf_counter_ns())
+        asyncio.get_running_loop().call_soon(self._message, flow.id, m, at)
 
     def _message(self, key: str, m: WebSocketMessage, now_ns: int) -> None:
         if self.sessions is not None and not m.dropped:  # a dropped message never reached the peer
@@ -189,6 +229,7 @@ class WebSocketRecording:
         sessions = self.sessions
         if sessions is None:
             return
+        self._clocks.pop(key, None)
         ix = sessions.finish(key, now_ns, code, reason, by_client)
         if ix is not None:
             self._finished(ix)
@@ -208,6 +249,7 @@ class WebSocketRecording:
 
     def done(self, now_ns: int) -> None:
         """The recording stops: open sessions end as ``interrupted``."""
+        self._clocks.clear()
         if self.sessions is not None:
             for ix in self.sessions.close(now_ns):
                 self._finished(ix)

@@ -10,17 +10,23 @@ values written and read back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import struct
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
 import msgpack
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as sync_connect
+from websockets.sync.server import ServerConnection, serve
 
 import streamtape
 from streamtape.capture.recorder import Begun, Redaction
@@ -460,3 +466,91 @@ def test_message_batches_go_out_by_age_and_count_like_data_records() -> None:
     rec.tick(5000 * MS)
     sizes = [len(r[3]) for r in batches if isinstance(r, list)]
     assert sum(sizes) == 20 and all(s >= 6 for s in sizes[:-1]) and len(sizes) >= 2
+
+
+HOLD_ADDON = """
+import json, time
+from pathlib import Path
+
+def request(flow):
+    if flow.request.path.startswith("/hold"):
+        log = Path({logs!r}) / flow.request.path.strip("/")
+        t0 = time.perf_counter_ns()
+        log.with_suffix(".start").write_text(str(t0))
+        time.sleep({hold!r})  # holds mitmproxy's event loop: no socket is read meanwhile
+        log.write_text(json.dumps([t0, time.perf_counter_ns()]))
+"""
+HOLD_S = 0.5
+"""How long a request to ``/holdN`` holds the recording proxy's event loop."""
+
+
+def _hold(proxy_url: str, logs: Path, name: str) -> tuple[threading.Thread, Path]:
+    """Start holding the proxy's loop (a request to ``/NAME`` from a thread); returns once
+    the hold has begun, with the thread and the file its span will be written to."""
+    log = logs / name
+    t = threading.Thread(target=lambda: httpx.get(f"{proxy_url}/{name}", timeout=30), daemon=True)
+    t.start()
+    wait_until(log.with_suffix(".start").exists, timeout=20, interval=0.001)
+    return t, log
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's receive stamps (SO_TIMESTAMPNS) are Linux's")
+def test_messages_that_came_while_the_proxys_loop_was_busy_keep_their_arrival_times(tmp_path: Path) -> None:
+    # A server message and then a client message, each sent while mitmproxy's loop is held:
+    # each must keep the time it came in, not the time the loop got to it.
+    sent: dict[str, int] = {}
+    send_b = threading.Event()
+
+    def script(ws: ServerConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            assert ws.recv() == "start"
+            sent["A"] = time.perf_counter_ns()
+            ws.send("A")
+            send_b.wait(20)
+            sent["B"] = time.perf_counter_ns()
+            ws.send("B")
+            assert ws.recv() == "C"
+            ws.send("D")
+            ws.recv()
+
+    logs, out, addon = tmp_path / "holds", tmp_path / "h.tape", tmp_path / "hold.py"
+    logs.mkdir()
+    addon.write_text(HOLD_ADDON.format(logs=str(logs), hold=HOLD_S))
+    mitmdump = Path(sys.executable).parent / "mitmdump"
+    with serve(script, "127.0.0.1", 0) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        up = f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        with start([str(mitmdump), "-s", str(ROOT / "addons" / "record.py"), "-s", str(addon),
+                    "--mode", f"reverse:{up}", "--listen-host", "127.0.0.1", "-p", "0",
+                    "--set", f"streamtape_out={out}"], r"listening at (\S+?:\d+)", cwd=tmp_path) as proxy:
+            with sync_connect(proxy.url.replace("http://", "ws://") + "/v1/realtime", proxy=None) as ws:
+                ws.send("start")
+                assert ws.recv(timeout=10) == "A"
+                held, log_b = _hold(proxy.url, logs, "hold1")
+                send_b.set()  # the upstream writes B while the loop is held
+                held.join()
+                assert ws.recv(timeout=10) == "B"
+                held, log_c = _hold(proxy.url, logs, "hold2")
+                sent["C"] = time.perf_counter_ns()
+                ws.send("C")  # the client writes C while the loop is held
+                held.join()
+                assert ws.recv(timeout=10) == "D"
+            wait_until(lambda: (cas := on_disk(out)) is not None and len(cas) == 1 and cas[0].end_ns is not None)
+        server.shutdown()
+    # The setup this test needs: each message was written while its hold had 0.2 s or more
+    # to run, so a message timed when the loop got to it would be 200 ms late or more.
+    for name, log in (("B", log_b), ("C", log_c)):
+        held_from, held_to = json.loads(log.read_text())
+        assert held_from < sent[name] and held_to - sent[name] >= 0.2e9, (name, (held_to - sent[name]) / 1e6)
+    (ix,) = load(out)
+    ws_ = ix.websocket
+    assert ws_ is not None
+    at = {m.data.decode(): m.at_ns for m in ws_.messages}
+    assert [m.data for m in ws_.messages] == [b"start", b"A", b"B", b"C", b"D"]
+    assert [m.at_ns for m in ws_.messages] == sorted(m.at_ns for m in ws_.messages)
+    errors = {name: abs((at[name] - at["A"]) - (sent[name] - sent["A"])) / 1e6 for name in ("B", "C")}
+    # Loopback delivers a write at once: the recorded spans are the senders' within a few ms
+    # (50 ms leaves room for a starved machine).
+    assert max(errors.values()) < 50, errors
