@@ -1,9 +1,11 @@
-"""The C load client, ``bench/loadgen.c``, for the benchmarks that time a replay server's
-streams (``bench/replay.py``, ``bench/reliability.py``): compile it, run it, read its output.
+"""The C load client, ``bench/loadgen.c``, for the benchmarks that time a server's streams
+(``bench/replay.py``, ``bench/reliability.py``, ``bench/record_timing.py``): compile it, run
+it, read its output; and the C paced upstream of ``bench/record_timing.py``, ``bench/upstream.c``.
 
     exe, why = build(tmp)                   # None and the reason when gcc is missing or fails
     result = run(exe, port, request, 1000, stagger_s=1.0, seed=1000, hang_up=(20, 10))
     result = await run_async(...)           # the same from an event loop
+    up, why = build(tmp, UPSTREAM_C)        # then: upstream EVENTS GAP_MS (its header)
 
 ``request`` is the bytes each connection sends; the streams come back in index
 order, each with its status (``ok``, ``hangup``, ``eof``, ``bad`` or an errno
@@ -16,12 +18,14 @@ header.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 LOADGEN_C = Path(__file__).with_name("loadgen.c")
+UPSTREAM_C = Path(__file__).with_name("upstream.c")
 CFLAGS = ["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"]
 
 
@@ -39,6 +43,8 @@ class Stream:
     """The 64-bit FNV-1a hash of the body bytes read (without the chunked framing)."""
     arrivals: list[int]
     """Each chunk's arrival, ``perf_counter_ns``."""
+    stamps: list[int] | None = None
+    """With ``stamps=True``: each chunk's write time, the number after ``"t": `` in its data."""
 
     def exact(self, body: bytes) -> bool:
         """Complete, and its body is ``body`` (by length and hash)."""
@@ -61,13 +67,13 @@ def fnv1a64(data: bytes) -> int:
     return h
 
 
-def build(tmp: Path) -> tuple[Path | None, str]:
-    """Compile loadgen.c into ``tmp``: (the binary, "") or (None, why not)."""
+def build(tmp: Path, source: Path = LOADGEN_C) -> tuple[Path | None, str]:
+    """Compile ``source`` (loadgen.c unless told) into ``tmp``: (the binary, "") or (None, why not)."""
     gcc = shutil.which("gcc")
     if gcc is None:
         return None, "gcc not found"
-    exe = tmp / "loadgen"
-    cc = subprocess.run([gcc, *CFLAGS, "-o", str(exe), str(LOADGEN_C)],
+    exe = tmp / source.stem
+    cc = subprocess.run([gcc, *CFLAGS, "-o", str(exe), str(source)],
                         capture_output=True, text=True)
     if cc.returncode:
         errors = [ln for ln in cc.stderr.splitlines() if "error" in ln]
@@ -76,15 +82,17 @@ def build(tmp: Path) -> tuple[Path | None, str]:
 
 
 def command(exe: Path, port: int, request: bytes, streams: int, stagger_s: float, seed: int,
-            hang_up: tuple[int, int] | None = None) -> list[str]:
+            hang_up: tuple[int, int] | None = None, even: bool = False, stamps: bool = False) -> list[str]:
     """The command line of a run; the request is written to a file beside ``exe``.
     ``hang_up=(every, after)``: streams whose index is a multiple of ``every`` close their
-    connection after ``after`` chunks."""
+    connection after ``after`` chunks. ``even``: the starts evenly spaced over ``stagger_s``
+    (else uniformly random). ``stamps``: read each chunk's write time from its data."""
     path = exe.parent / f"request-{fnv1a64(request):016x}"
     if not path.exists():
         path.write_bytes(request)
     rule = [f"{hang_up[0]}:{hang_up[1]}"] if hang_up else []
-    return [str(exe), str(port), str(path), str(streams), repr(float(stagger_s)), str(seed), *rule]
+    flags = ["-e"] * even + ["-t"] * stamps
+    return [str(exe), *flags, str(port), str(path), str(streams), repr(float(stagger_s)), str(seed), *rule]
 
 
 def parse(out: bytes) -> Result:
@@ -99,9 +107,17 @@ def parse(out: bytes) -> Result:
                 raise ValueError(f"loadgen: {int(fields[6])} chunks but {len(arrivals)} times")
             streams.append(Stream(int(fields[1]), fields[2].decode(), int(fields[3]),
                                   int(fields[4]), int(fields[5], 16), arrivals))
+        elif fields[0] == b"t":  # t INDEX W1 .. WCHUNKS, after its stream's line
+            streams[-1].stamps = [int(t) for t in fields[2:]]
         elif fields[0] == b"cpu":
             cpu = float(fields[1])
     return Result(streams, cpu)
+
+
+def lowest_priority(pid: int = 0) -> None:
+    """Linux's ``SCHED_IDLE`` for a process (0: this one): it runs only on CPU time that no
+    other process wants, as if it were on another machine while the others need the cores."""
+    os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
 
 
 def _checked(code: int | None, out: bytes, err: bytes, streams: int) -> Result:
@@ -114,10 +130,13 @@ def _checked(code: int | None, out: bytes, err: bytes, streams: int) -> Result:
 
 
 def run(exe: Path, port: int, request: bytes, streams: int, stagger_s: float, seed: int,
-        hang_up: tuple[int, int] | None = None, timeout: float | None = None) -> Result:
-    """Run loadgen to the end (killed after ``timeout`` seconds: subprocess.TimeoutExpired)."""
-    proc = subprocess.run(command(exe, port, request, streams, stagger_s, seed, hang_up),
-                          capture_output=True, timeout=timeout)
+        hang_up: tuple[int, int] | None = None, timeout: float | None = None,
+        even: bool = False, stamps: bool = False, idle: bool = False) -> Result:
+    """Run loadgen to the end (killed after ``timeout`` seconds: subprocess.TimeoutExpired);
+    ``even`` and ``stamps`` as in :func:`command`; ``idle``: at the lowest priority there is
+    (:func:`lowest_priority`)."""
+    proc = subprocess.run(command(exe, port, request, streams, stagger_s, seed, hang_up, even, stamps),
+                          capture_output=True, timeout=timeout, preexec_fn=lowest_priority if idle else None)
     return _checked(proc.returncode, proc.stdout, proc.stderr, streams)
 
 

@@ -2,14 +2,14 @@
  * epoll, no dependencies), compiled and run by bench/_loadgen.py.
  *
  *   gcc -O2 -std=c99 -Wall -Wextra -Werror -o loadgen bench/loadgen.c
- *   loadgen PORT REQUEST_FILE N STAGGER_S SEED [EVERY:AFTER]
+ *   loadgen [-e] [-t] PORT REQUEST_FILE N STAGGER_S SEED [EVERY:AFTER]
  *
  * Why C: on two cores the Python client cost nearly as much CPU per piece as the
  * server it measured, so a capacity figure measured the client too, and its own
  * scheduling showed up as the server's timing error.
  *
  * It opens N connections to 127.0.0.1:PORT, stream i at a time drawn uniformly from
- * [0, STAGGER_S) (splitmix64 seeded with SEED), sends the bytes of REQUEST_FILE on
+ * [0, STAGGER_S) (splitmix64 seeded with SEED; with -e, at i * STAGGER_S / N), sends the bytes of REQUEST_FILE on
  * each, and parses the HTTP/1.1 response head and chunked body itself. A chunk is
  * stamped with CLOCK_MONOTONIC (Python's time.perf_counter_ns on Linux) read right
  * after the read() that completed it (its data and the CRLF after it), as the
@@ -21,8 +21,13 @@
  * of EVERY (0 included) closes its connection as soon as its AFTER-th chunk is
  * complete, whatever else the same read() brought (both at least 1).
  *
- * Output, one line per stream in index order, then the client's CPU:
+ * -t, stamped events (bench/upstream.c's): each chunk's write time is the decimal number
+ * after the first `"t": ` in its data (0 if there is none), printed after its stream's line.
+ *
+ * Output, one line per stream in index order (with -t, each followed by its write times),
+ * then the client's CPU:
  *   s INDEX STATUS HTTP_STATUS BODY_BYTES FNV1A CHUNKS T1 .. TCHUNKS  (times in ns)
+ *   t INDEX W1 .. WCHUNKS                        (with -t)
  *   cpu SECONDS                                  (user + system, getrusage)
  * BODY_BYTES and FNV1A (16 hex digits): the count and the 64-bit FNV-1a hash of the
  * body's bytes without the chunked framing (what the stream read of it, the whole body
@@ -62,13 +67,20 @@ struct stream {
     char line[128];              /* the current line of the head, a size or a trailer */
     size_t line_len;
     int64_t *at;                 /* chunk arrival times */
+    int64_t *w;                  /* with -t: their write times */
     size_t n, cap;
+    int64_t stamp;               /* with -t: the current chunk's number after `"t": ` */
+    unsigned char matched;       /* how much of `"t": ` is matched; MATCHED: in the number */
 };
+
+static const char MARK[] = "\"t\": ";
+#define MARKED (sizeof MARK - 1)
+#define DONE (MARKED + 1)
 
 static struct stream *S;
 static const char *request;
 static size_t request_len;
-static int ep, ended;
+static int ep, ended, stamps;
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -165,15 +177,19 @@ static const char *on_line(struct stream *s, const char *line, int64_t t) {
         if (stop == line)
             return "bad";
         s->st = s->left ? DATA : TRAILERS;
+        s->stamp = 0, s->matched = 0;
         break;
     case DATA_END:  /* the CRLF after its data completes a chunk */
         if (*line)
             return "bad";
         if (s->n == s->cap) {
             s->cap = s->cap ? 2 * s->cap : 128;
-            if (!(s->at = realloc(s->at, s->cap * sizeof *s->at)))
+            if (!(s->at = realloc(s->at, s->cap * sizeof *s->at))
+                || (stamps && !(s->w = realloc(s->w, s->cap * sizeof *s->w))))
                 abort();
         }
+        if (stamps)
+            s->w[s->n] = s->stamp;
         s->at[s->n++] = t;
         s->st = SIZE;
         if (s->n == s->hang_after)
@@ -194,6 +210,13 @@ static void feed(struct stream *s, const char *p, size_t n, int64_t t) {
             size_t take = n < s->left ? n : s->left;
             for (size_t i = 0; i < take; i++)
                 s->fnv = (s->fnv ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+            for (size_t i = 0; stamps && i < take && s->matched != DONE; i++) {
+                char c = p[i];
+                if (s->matched == MARKED)  /* in the number: its digits, up to the first other */
+                    s->matched = c >= '0' && c <= '9' ? (s->stamp = 10 * s->stamp + (c - '0'), MARKED) : DONE;
+                else
+                    s->matched = c == MARK[s->matched] ? s->matched + 1 : c == MARK[0];
+            }
             p += take, n -= take, s->left -= take, s->body += take;
             if (!s->left)
                 s->st = DATA_END;
@@ -253,8 +276,18 @@ static char *read_file(const char *path, size_t *len) {
 }
 
 int main(int argc, char **argv) {
+    int even = 0, opt;
+    while ((opt = getopt(argc, argv, "+et")) != -1) {
+        if (opt == 'e')
+            even = 1;
+        else if (opt == 't')
+            stamps = 1;
+        else
+            argc = 0;  /* the usage below */
+    }
+    argc -= optind - 1, argv += optind - 1;
     if (argc != 6 && argc != 7) {
-        fprintf(stderr, "usage: %s PORT REQUEST_FILE N STAGGER_S SEED [EVERY:AFTER]\n", argv[0]);
+        fprintf(stderr, "usage: loadgen [-e] [-t] PORT REQUEST_FILE N STAGGER_S SEED [EVERY:AFTER]\n");
         return 2;
     }
     int port = atoi(argv[1]);
@@ -291,7 +324,7 @@ int main(int argc, char **argv) {
         return perror("loadgen"), 1;
     for (size_t i = 0; i < n; i++) {
         double u = (double)(splitmix64(&seed) >> 11) / 9007199254740992.0;  /* [0, 1) */
-        S[i].start_ns = (int64_t)(u * stagger * 1e9);
+        S[i].start_ns = (int64_t)((even ? (double)i / (double)n : u) * stagger * 1e9);
         S[i].fd = -1;
         S[i].fnv = 0xcbf29ce484222325ULL;  /* the FNV-1a offset basis */
         S[i].hang_after = every && i % every == 0 ? after : 0;
@@ -325,6 +358,12 @@ int main(int argc, char **argv) {
         for (size_t j = 0; j < s->n; j++)
             printf(" %lld", (long long)s->at[j]);
         putchar('\n');
+        if (stamps) {
+            printf("t %zu", i);
+            for (size_t j = 0; j < s->n; j++)
+                printf(" %lld", (long long)s->w[j]);
+            putchar('\n');
+        }
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
