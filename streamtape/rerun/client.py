@@ -237,6 +237,9 @@ async def exchange_async(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSL
     transport: asyncio.BaseTransport | None = None
     asked = clock()
     ex.begin(asked)
+    # The request's bytes are made first: t = 0 is the moment they are handed to the
+    # connection, and what is done before it is no part of the server's time.
+    payload = ex.request_bytes()
     try:
         async with asyncio.timeout(timeout_s):
             transport, _ = await loop.create_connection(
@@ -244,15 +247,14 @@ async def exchange_async(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSL
                 ssl=(ssl_context or ssl.create_default_context()) if w.tls else None,
                 server_hostname=w.host if w.tls else None,
             )
-            ready = clock()
-            setup = ready - asked
-            ex.connected(UpstreamConnection(ready, tcp_ns=None if w.tls else setup, tls_ns=setup if w.tls else None))
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             assert isinstance(transport, asyncio.Transport)
-            transport.write(ex.request_bytes())
+            ready = clock()
+            transport.write(payload)
+            _connected(ex, ready, asked)
             await done
     except TimeoutError:
         ex.fail(Outcome.UPSTREAM_ERROR, f"no complete answer within {timeout_s:g} s (--timeout)")
@@ -264,6 +266,14 @@ async def exchange_async(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSL
     finally:
         if transport is not None:
             transport.close()
+
+
+def _connected(ex: Exchange, ready: int, asked: int) -> None:
+    """Tell the exchange its connection's setup: from ``asked`` (the exchange began) to
+    ``ready`` (its request handed to the connection, t = 0), TCP's or, over TLS, TLS's."""
+    setup = ready - asked
+    tls = ex.where.tls
+    ex.connected(UpstreamConnection(ready, tcp_ns=None if tls else setup, tls_ns=setup if tls else None))
 
 
 def _connect(host: str, port: int, timeout_s: float) -> socket.socket:
@@ -292,17 +302,17 @@ def exchange_sync(ex: Exchange, *, timeout_s: float, ssl_context: ssl.SSLContext
     deadline = asked + int(timeout_s * 1e9)
     ex.begin(asked)
     sock: socket.socket | None = None
+    payload = ex.request_bytes()  # first, as in exchange_async
     try:
         sock = _connect(w.host, w.port, timeout_s)
         if w.tls:
             sock = (ssl_context or ssl.create_default_context()).wrap_socket(sock, server_hostname=w.host)
-        ready = clock()
-        setup = ready - asked
-        ex.connected(UpstreamConnection(ready, tcp_ns=None if w.tls else setup, tls_ns=setup if w.tls else None))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         stamped = stamp_socket(sock) if clock is time.perf_counter_ns else None
         read = stamped.recv if stamped is not None else sock.recv
-        sock.sendall(ex.request_bytes())
+        ready = clock()
+        sock.sendall(payload)
+        _connected(ex, ready, asked)
         while not ex.ended:
             left = (deadline - clock()) / 1e9
             if left <= 0:
