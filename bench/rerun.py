@@ -20,7 +20,9 @@ bench/_common.send_paced does). For each rate:
   cassette it wrote (``streamtape.stats``, as ``diff`` reads it).
 
 Both TTFTs count from the request written on an open connection to the read
-that brought the first token. A level is *held* when the rerun's TTFT p50 is
+that brought the first token, timed on Linux by the kernel's receive time of
+that read (``streamtape.arrival``): the raw and bare-gevent baselines as the
+rerun client and the Locust worker are. A level is *held* when the rerun's TTFT p50 is
 within 1 ms of the raw client's at the same rate (and no request failed)
 in the median of ``--runs`` runs: the figure is the highest held rate, with
 the concurrent streams it meant (requests per second times the mean stream
@@ -92,7 +94,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import ThreadedServer, pct, read_head, steal_s
-from streamtape.arrival import keep_stamps_on, stamp_socket
+from streamtape.arrival import ArrivalSocket, keep_stamps_on, stamp_arrivals, stamp_socket
 from streamtape.cassette import Interaction, Request, Response, load, save
 from streamtape.stats import compute
 from tests.support.processes import STREAMTAPE
@@ -220,15 +222,19 @@ class _Raw(asyncio.Protocol):
         self.sent = 0
         self.first = 0
         self.tail = b""
+        self.stamped: ArrivalSocket | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        # Its reads keep the kernel's receive time, as the rerun client's do: the baseline's
+        # own loop lag is no part of the backend's TTFT either.
+        self.stamped = stamp_arrivals(transport)
         self.sent = time.perf_counter_ns()
         transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter_ns()
+        now = self.stamped.arrived_ns if self.stamped is not None else time.perf_counter_ns()
         seen = self.tail + data
         if not self.first and FIRST in seen:
             self.first = now
@@ -300,11 +306,13 @@ def _gevent_closed_main(port: int, users: int, seconds: float, stream_s: float) 
         while time.perf_counter() < end:
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                stamped = stamp_socket(s)  # the kernel's receive times, as the worker reads
+                read = stamped.recv if stamped is not None else s.recv
                 sent = time.perf_counter_ns()
                 s.sendall(req)
                 first, tail = 0, b""
-                while data := s.recv(65536):
-                    now = time.perf_counter_ns()
+                while data := read(65536):
+                    now = stamped.arrived_ns if stamped is not None else time.perf_counter_ns()
                     seen = tail + data
                     if not first and FIRST in seen:
                         first = now
@@ -578,6 +586,7 @@ def _level(session: Path, tmp: Path, port: int, rate: float, seconds: float, raw
 
 
 def main() -> None:
+    keep_stamps_on()  # before any client's first read (streamtape.arrival)
     if len(sys.argv) == 5 and sys.argv[1] == "--raw":  # the baseline client, in a process of its own
         ttft, _, most = asyncio.run(_raw_run(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])))
         print(json.dumps({"ttft": ttft, "max": most}))
