@@ -23,12 +23,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import _loadgen
 from bench._common import cpu_model, steal_s
-from bench.record_timing import PLAIN_ADDON, c_load
-from tests.support.processes import STREAMTAPE, Child, cpu_s, start
+from bench.record_timing import c_load, start_mitmdump, start_record
+from tests.support.processes import Child, cpu_s, start
 from tests.support.reliability import raise_fd_limit, request_bytes
 
 
@@ -59,23 +60,19 @@ def main() -> None:
         if isinstance(built, str):
             raise SystemExit(f"bench.connection_cost needs gcc: {built}")
         loadgen, upstream = built
-        (tmp / "plain.py").write_text(PLAIN_ADDON)
         print(f"bench.connection_cost: CPU {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
               f"{a.streams} one-event streams at {a.rate:g}/s, {a.runs} runs", flush=True)
         up = start([str(upstream), "1", "1"], r"upstream on (\S+:\d+)")
-        commands = {
-            "streamtape record": ([*STREAMTAPE, "record", "--upstream", f"http://{up.address}", "--listen",
-                                   "127.0.0.1:0", "-o", str(tmp / "cost.tape")], r"recording on (\S+:\d+)"),
-            "plain mitmdump": ([str(Path(sys.executable).parent / "mitmdump"), "-s", str(tmp / "plain.py"),
-                                "--mode", f"reverse:http://{up.address}", "--listen-host", "127.0.0.1", "-p", "0",
-                                "--set", "flow_detail=0"], r"listening at (\S+?:\d+)"),
+        starts: dict[str, Callable[[], Child]] = {
+            "streamtape record": lambda: start_record(up.address, tmp / "cost.tape"),
+            "plain mitmdump": lambda: start_mitmdump(up.address, tmp),
         }
         try:
             for run in range(a.runs):
                 stolen = steal_s()
-                for name in (list(commands) if run % 2 == 0 else list(commands)[::-1]):
+                for name in (list(starts) if run % 2 == 0 else list(starts)[::-1]):
                     print(f"run {run + 1}/{a.runs}: {name}...", file=sys.stderr, flush=True)
-                    proxy = start(*commands[name])
+                    proxy = starts[name]()
                     try:
                         costs[name].append(cost_ms(proxy, loadgen, a.streams, a.rate, run))
                     finally:

@@ -15,7 +15,7 @@ recorders under test share the machine with their load, and the Python upstream
 (``python -m tests.support.reliability upstream``, a thread per connection) and
 client (one event loop, ``fetch_many``) took 0.6-0.8 of a core between them at 200
 streams, which the recorders did not get. ``--load python`` (and the fallback when
-gcc is missing or fails) uses those:
+gcc is missing or fails) uses those. Each N is measured:
 
 - through ``streamtape record``: the cassette's pieces against the stamps.
   *Gap error*: each recorded gap between two pieces against the gap between the
@@ -173,7 +173,6 @@ def read_streams(port: int, n: int, tag: str, run: int, plan: Plan) -> tuple[lis
     """N streams read at once through the proxy on ``port``: each event's arrival minus its
     write (ms), and the client's CPU seconds. SystemExit if any did not complete."""
     timeout = plan.events * 0.1 + plan.ramp_s + 60
-    own_cpu = time.process_time()
     if plan.loadgen is not None:
         got = _loadgen.run(plan.loadgen, port, request_bytes(f"/v1/chat/completions?c={tag}"), n, plan.ramp_s,
                            run, timeout=timeout, even=plan.starts == "even", stamps=True, idle=plan.idle)
@@ -181,6 +180,7 @@ def read_streams(port: int, n: int, tag: str, run: int, plan: Plan) -> tuple[lis
         lags = [(at - w) / MS for s in got.streams for at, w in zip(s.arrivals, s.stamps or [], strict=True) if w]
         client_cpu = got.cpu_s
     else:
+        own_cpu = time.process_time()  # the asyncio client runs in this process
         rnd = random.Random(run)
         at = sorted(rnd.uniform(0, plan.ramp_s) for _ in range(n)) if plan.starts == "random" else None
         fetched = asyncio.run(fetch_many("127.0.0.1", port, _paths(n, tag), stagger_s=plan.ramp_s,
@@ -193,16 +193,27 @@ def read_streams(port: int, n: int, tag: str, run: int, plan: Plan) -> tuple[lis
     return lags, client_cpu
 
 
+def start_record(upstream: str, tape: Path, workers: int = 1) -> Child:
+    """``streamtape record`` in reverse mode in front of ``upstream`` (host:port), on a free port."""
+    return start([*STREAMTAPE, "record", "--upstream", f"http://{upstream}", "--listen", "127.0.0.1:0",
+                  "-o", str(tape), "--workers", str(workers)], r"recording on (\S+:\d+)")
+
+
+def start_mitmdump(upstream: str, tmp: Path) -> Child:
+    """Plain mitmdump that only streams (:data:`PLAIN_ADDON`, written into ``tmp``), in
+    reverse mode in front of ``upstream``, on a free port: the baseline."""
+    addon = tmp / "plain.py"
+    addon.write_text(PLAIN_ADDON)
+    return start([str(Path(sys.executable).parent / "mitmdump"), "-s", str(addon), "--mode",
+                  f"reverse:http://{upstream}", "--listen-host", "127.0.0.1", "-p", "0", "--set", "flow_detail=0"],
+                 r"listening at (\S+?:\d+)")
+
+
 def one_run(up: Child, n: int, tmp: Path, run: int, workers: int, plan: Plan) -> Figures:
     stolen = steal_s()
     tape = tmp / f"timing-{n}-{run}.tape"
-    addon = tmp / "plain.py"
-    addon.write_text(PLAIN_ADDON)
-    bindir = Path(sys.executable).parent
-    rec = start([*STREAMTAPE, "record", "--upstream", f"http://{up.address}", "--listen", "127.0.0.1:0",
-                 "-o", str(tape), "--workers", str(workers)], r"recording on (\S+:\d+)")
-    mitm = start([str(bindir / "mitmdump"), "-s", str(addon), "--mode", f"reverse:http://{up.address}",
-                  "--listen-host", "127.0.0.1", "-p", "0", "--set", "flow_detail=0"], r"listening at (\S+?:\d+)")
+    rec = start_record(up.address, tape, workers)
+    mitm = start_mitmdump(up.address, tmp)
     try:
         # Alternate which goes first, so that drift in the machine's load hits both alike.
         order: list[tuple[str, Child]] = [("record", rec), ("mitmdump", mitm)]
